@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file fraud/v1/status.proto.
  */
 export const file_fraud_v1_status: GenFile = /*@__PURE__*/
-  fileDesc("ChVmcmF1ZC92MS9zdGF0dXMucHJvdG8SCGZyYXVkLnYxIiIKEEdldFN0YXR1c1JlcXVlc3QSDgoGcHVibGljGAEgASgIIpQBChFHZXRTdGF0dXNSZXNwb25zZRIOCgZzdGF0dXMYASABKAkSDgoGdXB0aW1lGAIgASgJEi0KCmNvbXBvbmVudHMYAyADKAsyGS5mcmF1ZC52MS5Db21wb25lbnRTdGF0dXMSMAoMbGFzdF91cGRhdGVkGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJcCg9Db21wb25lbnRTdGF0dXMSDAoEbmFtZRgBIAEoCRIOCgZzdGF0dXMYAiABKAkSKwoHbWV0cmljcxgDIAEoCzIaLmZyYXVkLnYxLkNvbXBvbmVudE1ldHJpY3MilwEKEENvbXBvbmVudE1ldHJpY3MSFgoObGF0ZW5jeV9wNTBfbXMYASABKAESFgoObGF0ZW5jeV9wOTlfbXMYAiABKAESFQoNcmVxdWVzdF9jb3VudBgDIAEoAxIVCg1zdWNjZXNzX2NvdW50GAQgASgDEhUKDWZhaWx1cmVfY291bnQYBSABKAMSDgoGZGV0YWlsGAYgASgJMoUBCg1TdGF0dXNTZXJ2aWNlEnQKCUdldFN0YXR1cxIaLmZyYXVkLnYxLkdldFN0YXR1c1JlcXVlc3QaGy5mcmF1ZC52MS5HZXRTdGF0dXNSZXNwb25zZSIuirUYFwoDR0VUEg4vYXBpL3YxL3N0YXR1cxgBkrUYDwoLc3RhdHVzOnJlYWQQAWIGcHJvdG8z", [file_fraud_v1_options, file_google_protobuf_timestamp]);
+  fileDesc("ChVmcmF1ZC92MS9zdGF0dXMucHJvdG8SCGZyYXVkLnYxIiIKEEdldFN0YXR1c1JlcXVlc3QSDgoGcHVibGljGAEgASgIIpQBChFHZXRTdGF0dXNSZXNwb25zZRIOCgZzdGF0dXMYASABKAkSDgoGdXB0aW1lGAIgASgJEi0KCmNvbXBvbmVudHMYAyADKAsyGS5mcmF1ZC52MS5Db21wb25lbnRTdGF0dXMSMAoMbGFzdF91cGRhdGVkGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJcCg9Db21wb25lbnRTdGF0dXMSDAoEbmFtZRgBIAEoCRIOCgZzdGF0dXMYAiABKAkSKwoHbWV0cmljcxgDIAEoCzIaLmZyYXVkLnYxLkNvbXBvbmVudE1ldHJpY3MilwEKEENvbXBvbmVudE1ldHJpY3MSFgoObGF0ZW5jeV9wNTBfbXMYASABKAESFgoObGF0ZW5jeV9wOTlfbXMYAiABKAESFQoNcmVxdWVzdF9jb3VudBgDIAEoARIVCg1zdWNjZXNzX2NvdW50GAQgASgBEhUKDWZhaWx1cmVfY291bnQYBSABKAESDgoGZGV0YWlsGAYgASgJMoUBCg1TdGF0dXNTZXJ2aWNlEnQKCUdldFN0YXR1cxIaLmZyYXVkLnYxLkdldFN0YXR1c1JlcXVlc3QaGy5mcmF1ZC52MS5HZXRTdGF0dXNSZXNwb25zZSIuirUYFwoDR0VUEg4vYXBpL3YxL3N0YXR1cxgBkrUYDwoLc3RhdHVzOnJlYWQQAWIGcHJvdG8z", [file_fraud_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * GetStatusRequest selects the report.
@@ -115,7 +115,8 @@ export const ComponentStatusSchema: GenMessage<ComponentStatus> = /*@__PURE__*/
   messageDesc(file_fraud_v1_status, 2);
 
 /**
- * ComponentMetrics are a component's counters since start.
+ * ComponentMetrics are a component's counters since start. Counts are whole
+ * numbers carried as double so that JSON shows them as numbers.
  *
  * @generated from message fraud.v1.ComponentMetrics
  */
@@ -137,23 +138,23 @@ export type ComponentMetrics = Message<"fraud.v1.ComponentMetrics"> & {
   /**
    * Requests handled.
    *
-   * @generated from field: int64 request_count = 3;
+   * @generated from field: double request_count = 3;
    */
-  requestCount: bigint;
+  requestCount: number;
 
   /**
    * Requests that succeeded (not a server error).
    *
-   * @generated from field: int64 success_count = 4;
+   * @generated from field: double success_count = 4;
    */
-  successCount: bigint;
+  successCount: number;
 
   /**
    * Requests that failed with a server error.
    *
-   * @generated from field: int64 failure_count = 5;
+   * @generated from field: double failure_count = 5;
    */
-  failureCount: bigint;
+  failureCount: number;
 
   /**
    * Component-specific notes, such as the background backlog.

@@ -1,0 +1,35 @@
+import { createContextKey, type ContextValues } from "@connectrpc/connect";
+import type { ConnectError } from "@connectrpc/connect";
+import type { Principal } from "../auth/key-service.js";
+
+export type Protocol = "rest" | "connect" | "grpc" | "grpc-web";
+
+/**
+ * What the transport knows about one call, shared by the interceptors, the
+ * handlers and the REST gateway. Created by the transport for every request.
+ */
+export interface CallContext {
+  /** req_... identifier, echoed in responses and logs. */
+  requestId: string;
+  /** performance.now() when the request arrived. */
+  startedAt: number;
+  /** The end client's address (forwarded headers only from trusted proxies). */
+  clientIp: string;
+  protocol: Protocol;
+  /** Set by the auth interceptor when a valid key was presented. */
+  principal?: Principal;
+  /** Set when the call failed, so the REST gateway and metrics see the real error. */
+  error?: ConnectError;
+}
+
+const callContextKey = createContextKey<CallContext | undefined>(undefined, { description: "fraud call context" });
+
+export function withCallContext(values: ContextValues, context: CallContext): ContextValues {
+  return values.set(callContextKey, context);
+}
+
+export function callContext(values: ContextValues): CallContext {
+  const context = values.get(callContextKey);
+  if (!context) throw new Error("call context missing: requests must enter through the transport");
+  return context;
+}

@@ -1,0 +1,64 @@
+import { getOption, hasOption, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { CaseService } from "../../gen/fraud/v1/case_pb.js";
+import { DecisionService } from "../../gen/fraud/v1/decision_pb.js";
+import { FeedbackService } from "../../gen/fraud/v1/feedback_pb.js";
+import {
+  ResponseShape,
+  access,
+  http,
+  rate_limit,
+  type AccessRule,
+  type HttpRule,
+  type RateLimitRule,
+} from "../../gen/fraud/v1/options_pb.js";
+import { PolicyService } from "../../gen/fraud/v1/policy_pb.js";
+import { StatusService } from "../../gen/fraud/v1/status_pb.js";
+import { WebhookService } from "../../gen/fraud/v1/webhook_pb.js";
+
+/** Every service of the public API, in the order they are documented. */
+export const API_SERVICES: readonly DescService[] = [
+  DecisionService,
+  FeedbackService,
+  CaseService,
+  PolicyService,
+  WebhookService,
+  StatusService,
+];
+
+/** The options of one RPC, read once from its descriptor. */
+export interface MethodContract {
+  method: DescMethod;
+  http: HttpRule;
+  access: AccessRule;
+  rateLimits: RateLimitRule[];
+  responseShape: ResponseShape;
+}
+
+const contracts = new Map<DescMethod, MethodContract>();
+
+for (const service of API_SERVICES) {
+  for (const method of service.methods) {
+    // Fail at start-up, not at request time, if an RPC forgot its contract.
+    if (!hasOption(method, http) || !hasOption(method, access)) {
+      throw new Error(`${service.typeName}.${method.name} must declare (fraud.v1.http) and (fraud.v1.access)`);
+    }
+    const httpRule = getOption(method, http);
+    contracts.set(method, {
+      method,
+      http: httpRule,
+      access: getOption(method, access),
+      rateLimits: getOption(method, rate_limit),
+      responseShape:
+        httpRule.responseShape === ResponseShape.UNSPECIFIED ? ResponseShape.ENVELOPE : httpRule.responseShape,
+    });
+  }
+}
+
+/** The contract of a public API method; undefined for infrastructure services (reflection, health). */
+export function contractOf(method: DescMethod): MethodContract | undefined {
+  return contracts.get(method);
+}
+
+export function allContracts(): Iterable<MethodContract> {
+  return contracts.values();
+}

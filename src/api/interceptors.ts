@@ -1,0 +1,166 @@
+import { ConnectError, type Interceptor } from "@connectrpc/connect";
+import { RateLimitScope } from "../../gen/fraud/v1/options_pb.js";
+import type { KeyService } from "../auth/key-service.js";
+import { isPermission } from "../auth/keys.js";
+import type { Logger } from "../log.js";
+import { callContext } from "./context.js";
+import { contractOf } from "./contract.js";
+import { ERROR_CODE_HEADER, apiError } from "./errors.js";
+import type { RateLimitCheck, RateLimitOutcome, RateLimiter } from "./rate-limiter.js";
+import { validateMessage } from "./validation.js";
+
+/**
+ * The cross-cutting steps every call goes through, whatever its protocol
+ * (REST enters through the same router). Order matters and is fixed in
+ * `apiInterceptors`: errors outermost, then who is calling, how often, and
+ * whether the input is acceptable, before any handler runs.
+ */
+
+export const REQUEST_ID_HEADER = "x-request-id";
+
+/** Normalises every failure into an apiError and never lets internals out. */
+export function errorInterceptor(logger: Logger): Interceptor {
+  return (next) => async (req) => {
+    const context = callContext(req.contextValues);
+    try {
+      const res = await next(req);
+      res.header.set(REQUEST_ID_HEADER, context.requestId);
+      return res;
+    } catch (raw) {
+      let error: ConnectError;
+      if (raw instanceof ConnectError && raw.metadata.has(ERROR_CODE_HEADER)) {
+        error = raw;
+      } else if (raw instanceof ConnectError && raw.cause === undefined && raw.code !== 2 && raw.code !== 13) {
+        // A protocol-level error (bad deadline, unsupported encoding, ...): its message is safe.
+        error = raw;
+      } else {
+        logger.log("error", "unhandled error", {
+          requestId: context.requestId,
+          rpc: `${req.service.typeName}/${req.method.name}`,
+          error: raw instanceof Error ? (raw.stack ?? raw.message) : String(raw),
+        });
+        error = apiError("INTERNAL_ERROR", `internal error; quote request id ${context.requestId} when reporting it`, {
+          cause: raw,
+        });
+      }
+      error.metadata.set(REQUEST_ID_HEADER, context.requestId);
+      context.error = error;
+      throw error;
+    }
+  };
+}
+
+/** Reads the key from X-API-Key or Authorization: Bearer (HTTP headers and gRPC metadata alike). */
+export function presentedKey(header: Headers): string | undefined {
+  const apiKey = header.get("x-api-key");
+  if (apiKey) return apiKey.trim();
+  const authorization = header.get("authorization");
+  if (authorization) {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    return match?.[1];
+  }
+  return undefined;
+}
+
+/** 401 without a valid key, 403 without the permission the RPC declares. */
+export function authInterceptor(keys: KeyService): Interceptor {
+  return (next) => async (req) => {
+    const contract = contractOf(req.method);
+    if (!contract) return next(req);
+    const context = callContext(req.contextValues);
+    const key = presentedKey(req.header);
+    if (key === undefined) {
+      if (contract.access.allowAnonymous) return next(req);
+      throw apiError("UNAUTHORIZED", "an API key is required: send it in X-API-Key or Authorization: Bearer");
+    }
+    const principal = keys.authenticate(key);
+    if (!principal) throw apiError("UNAUTHORIZED", "the API key is invalid, expired or revoked");
+    context.principal = principal;
+    const permission = contract.access.permission;
+    if (!isPermission(permission)) throw new Error(`unknown permission ${permission} in the contract`);
+    if (!principal.permissions.has(permission) && !contract.access.allowAnonymous) {
+      throw apiError(
+        "FORBIDDEN",
+        principal.kind === "publishable"
+          ? `publishable keys may only call decide and analyze; ${req.method.name} needs a secret key`
+          : `this key lacks the ${permission} permission`,
+      );
+    }
+    return next(req);
+  };
+}
+
+/** One rate limiter for every limit declared in the contract. */
+export function rateLimitInterceptor(
+  limiter: RateLimiter,
+  installationOverrides: Readonly<Record<string, number>>,
+): Interceptor {
+  return (next) => async (req) => {
+    const contract = contractOf(req.method);
+    if (!contract || contract.rateLimits.length === 0) return next(req);
+    const context = callContext(req.contextValues);
+    const principal = context.principal;
+    const checks: RateLimitCheck[] = [];
+    for (const rule of contract.rateLimits) {
+      let key: string | undefined;
+      if (rule.scope === RateLimitScope.API_KEY) key = principal?.keyId;
+      else if (rule.scope === RateLimitScope.ACCOUNT) key = principal && `${principal.accountId}/${principal.environment}`;
+      else if (rule.scope === RateLimitScope.CLIENT_IP) key = context.clientIp;
+      if (key === undefined) continue;
+      const limit = principal?.rateLimitOverrides[rule.name] ?? installationOverrides[rule.name] ?? rule.limit;
+      checks.push({ name: rule.name, key, limit, windowMs: rule.windowSeconds * 1000 });
+    }
+    const outcome = limiter.consume(checks);
+    const headers = rateLimitHeaders(outcome);
+    if (!outcome.allowed) {
+      const error = apiError(
+        "RATE_LIMIT_EXCEEDED",
+        `rate limit exceeded; retry in ${outcome.retryAfterSeconds} s`,
+        { retryAfterSeconds: outcome.retryAfterSeconds },
+      );
+      for (const [name, value] of headers) error.metadata.set(name, value);
+      throw error;
+    }
+    const res = await next(req);
+    for (const [name, value] of headers) res.header.set(name, value);
+    return res;
+  };
+}
+
+/** RateLimit-Policy and RateLimit headers (IETF httpapi-ratelimit-headers draft). */
+function rateLimitHeaders(outcome: RateLimitOutcome): Array<[string, string]> {
+  if (outcome.states.length === 0) return [];
+  return [
+    ["ratelimit-policy", outcome.states.map((s) => `"${s.name}";q=${s.limit};w=${s.windowSeconds}`).join(", ")],
+    ["ratelimit", outcome.states.map((s) => `"${s.name}";r=${s.remaining};t=${s.resetSeconds}`).join(", ")],
+  ];
+}
+
+/** Enforces the (fraud.v1.validate) rules of the request message. */
+export function validationInterceptor(): Interceptor {
+  return (next) => async (req) => {
+    if (!req.stream && contractOf(req.method)) {
+      const violations = validateMessage(req.method.input, req.message);
+      if (violations.length > 0) {
+        const summary = violations.map((v) => `${v.field} ${v.description}`).join("; ");
+        throw apiError("VALIDATION_ERROR", `invalid request: ${summary}`, { fieldViolations: violations });
+      }
+    }
+    return next(req);
+  };
+}
+
+export function apiInterceptors(deps: {
+  logger: Logger;
+  keys: KeyService;
+  limiter: RateLimiter;
+  rateLimitOverrides: Readonly<Record<string, number>>;
+}): Interceptor[] {
+  // Connect applies the first interceptor outermost.
+  return [
+    errorInterceptor(deps.logger),
+    authInterceptor(deps.keys),
+    rateLimitInterceptor(deps.limiter, deps.rateLimitOverrides),
+    validationInterceptor(),
+  ];
+}

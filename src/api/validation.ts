@@ -1,0 +1,173 @@
+import { isIP } from "node:net";
+import { getOption, hasOption, type DescField, type DescMessage } from "@bufbuild/protobuf";
+import { StringFormat, message_rules, validate, type FieldRules } from "../../gen/fraud/v1/options_pb.js";
+import type { FieldViolation } from "../../gen/fraud/v1/errors_pb.js";
+
+/**
+ * Input validation driven by the `(fraud.v1.validate)` and
+ * `(fraud.v1.message_rules)` options in the .proto files. Each message type is
+ * compiled once into a list of checks; every protocol runs the same checks
+ * through one interceptor, so no handler re-checks its input by hand.
+ */
+export type Violation = Pick<FieldViolation, "field" | "description">;
+
+type Fields = Record<string, unknown>;
+type Check = (message: Fields, path: string, out: Violation[]) => void;
+
+const compiled = new WeakMap<DescMessage, Check[]>();
+
+/** Returns every rule the message breaks; empty when it is valid. */
+export function validateMessage(desc: DescMessage, message: object): Violation[] {
+  const out: Violation[] = [];
+  runChecks(desc, message as Fields, "", out);
+  return out;
+}
+
+function runChecks(desc: DescMessage, message: Fields, prefix: string, out: Violation[]): void {
+  for (const check of checksFor(desc)) check(message, prefix, out);
+}
+
+function checksFor(desc: DescMessage): Check[] {
+  let checks = compiled.get(desc);
+  if (!checks) {
+    // Register before compiling fields so recursive message types terminate.
+    checks = [];
+    compiled.set(desc, checks);
+    checks.push(...compileMessage(desc));
+  }
+  return checks;
+}
+
+function compileMessage(desc: DescMessage): Check[] {
+  const checks: Check[] = [];
+  for (const field of desc.fields) {
+    const rules = hasOption(field, validate) ? getOption(field, validate) : undefined;
+    if (rules) checks.push(compileFieldRules(field, rules));
+    const nested = nestedMessage(field);
+    if (nested && !isWellKnown(nested)) checks.push(compileNested(field, nested));
+  }
+  if (hasOption(desc, message_rules)) {
+    const oneOf = getOption(desc, message_rules).requireOneOf;
+    if (oneOf.length > 0) {
+      const fields = oneOf.map((jsonName) => {
+        const field = desc.fields.find((f) => f.jsonName === jsonName);
+        if (!field) throw new Error(`${desc.typeName}: require_one_of names unknown field ${jsonName}`);
+        return field;
+      });
+      const names = oneOf.join(", ");
+      checks.push((message, prefix, out) => {
+        if (!fields.some((field) => isSet(field, message[field.localName]))) {
+          out.push({ field: prefix || "(body)", description: `one of ${names} is required` });
+        }
+      });
+    }
+  }
+  return checks;
+}
+
+function nestedMessage(field: DescField): DescMessage | undefined {
+  if (field.fieldKind === "message") return field.message;
+  if (field.fieldKind === "list" && field.listKind === "message") return field.message;
+  return undefined;
+}
+
+/** google.protobuf types (Struct, Timestamp, ...) carry no rules of ours. */
+function isWellKnown(desc: DescMessage): boolean {
+  return desc.typeName.startsWith("google.protobuf.");
+}
+
+function compileNested(field: DescField, nested: DescMessage): Check {
+  return (message, prefix, out) => {
+    const value = message[field.localName];
+    const path = prefix + field.jsonName;
+    if (Array.isArray(value)) {
+      value.forEach((item, index) => runChecks(nested, item as Fields, `${path}[${index}].`, out));
+    } else if (value !== undefined) {
+      runChecks(nested, value as Fields, `${path}.`, out);
+    }
+  };
+}
+
+function isSet(field: DescField, value: unknown): boolean {
+  if (value === undefined || value === null) return false;
+  if (typeof value === "string") return value.trim() !== "";
+  if (Array.isArray(value)) return value.length > 0;
+  return field.fieldKind !== "scalar" || field.proto.proto3Optional || value !== 0;
+}
+
+function codePointLength(value: string, max: number): number {
+  // Cheap path: UTF-16 length bounds the code point count from above.
+  return value.length <= max ? value.length : [...value].length;
+}
+
+function compileFieldRules(field: DescField, rules: FieldRules): Check {
+  const allowed = rules.allowedValues.length > 0 ? new Set(rules.allowedValues) : undefined;
+  const allowedText = rules.allowedValues.join(", ");
+  const format = rules.format;
+
+  const checkValue = (value: unknown, path: string, out: Violation[]) => {
+    if (typeof value === "string") {
+      if (value === "") return;
+      if (rules.maxLength > 0 && codePointLength(value, rules.maxLength) > rules.maxLength) {
+        out.push({ field: path, description: `must be at most ${rules.maxLength} characters` });
+      }
+      if (allowed && !allowed.has(value)) {
+        out.push({ field: path, description: `must be one of ${allowedText}` });
+      }
+      if (rules.prefix && !value.startsWith(rules.prefix)) {
+        out.push({ field: path, description: `must start with ${rules.prefix}` });
+      }
+      if (format !== StringFormat.UNSPECIFIED) {
+        const problem = formatProblem(format, value);
+        if (problem) out.push({ field: path, description: problem });
+      }
+    } else if (typeof value === "number") {
+      if (Number.isNaN(value)) out.push({ field: path, description: "must be a number" });
+      if (rules.min !== undefined && value < rules.min) {
+        out.push({ field: path, description: `must be at least ${rules.min}` });
+      }
+      if (rules.max !== undefined && value > rules.max) {
+        out.push({ field: path, description: `must be at most ${rules.max}` });
+      }
+    }
+  };
+
+  return (message, prefix, out) => {
+    const value = message[field.localName];
+    const path = prefix + field.jsonName;
+    if (rules.required && !isSet(field, value)) {
+      out.push({ field: path, description: "is required" });
+      return;
+    }
+    if (Array.isArray(value)) {
+      if (rules.maxLength > 0 && value.length > rules.maxLength) {
+        out.push({ field: path, description: `must have at most ${rules.maxLength} items` });
+      }
+      if (field.fieldKind === "list" && field.listKind === "scalar") {
+        value.forEach((item, index) => checkValue(item, `${path}[${index}]`, out));
+      }
+      return;
+    }
+    checkValue(value, path, out);
+  };
+}
+
+function formatProblem(format: StringFormat, value: string): string | undefined {
+  switch (format) {
+    case StringFormat.IP:
+      return isIP(value) === 0 ? "must be an IPv4 or IPv6 address" : undefined;
+    case StringFormat.CURRENCY:
+      return /^[A-Z]{3}$/.test(value) ? undefined : "must be an ISO 4217 code of three upper-case letters";
+    case StringFormat.URL: {
+      let url: URL;
+      try {
+        url = new URL(value);
+      } catch {
+        return "must be an absolute URL";
+      }
+      return url.protocol === "http:" || url.protocol === "https:" ? undefined : "must be an http or https URL";
+    }
+    default:
+      return undefined;
+  }
+}

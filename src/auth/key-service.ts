@@ -1,0 +1,170 @@
+import type { Clock } from "../clock.js";
+import { newId } from "../ids.js";
+import type { ApiKeyRecord, ApiKeyRepository } from "../store/api-keys.js";
+import type { AccountRepository, Account } from "../store/accounts.js";
+import {
+  ALL_PERMISSIONS,
+  PUBLISHABLE_PERMISSIONS,
+  ROTATION_GRACE_MS,
+  generateKey,
+  hashKey,
+  hashesMatch,
+  parseKeyShape,
+  type Environment,
+  type KeyKind,
+  type Permission,
+} from "./keys.js";
+
+/** Who is calling: resolved from a valid API key, scoped to one account and environment. */
+export interface Principal {
+  accountId: string;
+  environment: Environment;
+  keyId: string;
+  kind: KeyKind;
+  permissions: ReadonlySet<Permission>;
+  /** Last 4 characters of the key, for logs. */
+  keyLast4: string;
+  rateLimitOverrides: Readonly<Record<string, number>>;
+}
+
+/** A key as just issued: the only moment its plaintext exists. */
+export interface IssuedKey {
+  record: ApiKeyRecord;
+  key: string;
+}
+
+export interface AccountKeys {
+  account: Account;
+  keys: Record<Environment, { publishable: string; secret: string }>;
+}
+
+export class KeyError extends Error {}
+
+/** Issues, rotates, revokes and checks API keys. Keys are only ever stored hashed. */
+export class KeyService {
+  constructor(
+    private readonly accounts: AccountRepository,
+    private readonly keys: ApiKeyRepository,
+    private readonly clock: Clock,
+  ) {}
+
+  /** A new account with a publishable and a secret key in each environment. */
+  createAccount(name: string, rateLimitOverrides: Record<string, number> = {}): AccountKeys {
+    const account = this.accounts.create(name, rateLimitOverrides, this.clock.now());
+    const issue = (environment: Environment, kind: KeyKind) =>
+      this.issue({ accountId: account.id, environment, kind }).key;
+    return {
+      account,
+      keys: {
+        test: { publishable: issue("test", "publishable"), secret: issue("test", "secret") },
+        live: { publishable: issue("live", "publishable"), secret: issue("live", "secret") },
+      },
+    };
+  }
+
+  issue(options: {
+    accountId: string;
+    environment: Environment;
+    kind: KeyKind;
+    permissions?: Permission[];
+    name?: string;
+  }): IssuedKey {
+    if (!this.accounts.get(options.accountId)) throw new KeyError(`no account ${options.accountId}`);
+    if (options.kind === "publishable" && options.permissions?.some((p) => !PUBLISHABLE_PERMISSIONS.includes(p))) {
+      throw new KeyError(`publishable keys can only hold ${PUBLISHABLE_PERMISSIONS.join(", ")}`);
+    }
+    const issued = this.mint({
+      accountId: options.accountId,
+      environment: options.environment,
+      kind: options.kind,
+      permissions: options.permissions,
+      name: options.name ?? "",
+    });
+    this.keys.insert(issued.record);
+    return issued;
+  }
+
+  /** Finds a key by its id (key_...) or by the key itself. */
+  find(idOrKey: string): ApiKeyRecord | undefined {
+    if (parseKeyShape(idOrKey)) return this.keys.findByHash(hashKey(idOrKey).toString("hex"));
+    return this.keys.get(idOrKey);
+  }
+
+  /**
+   * Issues a replacement with the same account, environment, kind and
+   * permissions; the old key keeps working for 24 hours (part 3.3).
+   */
+  rotate(idOrKey: string): IssuedKey {
+    const old = this.find(idOrKey);
+    if (!old) throw new KeyError("no such key");
+    if (old.revokedAt !== undefined) throw new KeyError(`key ${old.id} is revoked`);
+    if (old.replacedBy !== undefined) {
+      throw new KeyError(`key ${old.id} was already rotated; rotate its replacement ${old.replacedBy}`);
+    }
+    const replacement = this.mint(old);
+    this.keys.rotate(old.id, replacement.record, this.clock.now() + ROTATION_GRACE_MS);
+    return replacement;
+  }
+
+  /** Revocation takes effect at once, grace period or not. */
+  revoke(idOrKey: string): ApiKeyRecord {
+    const key = this.find(idOrKey);
+    if (!key) throw new KeyError("no such key");
+    if (!this.keys.revoke(key.id, this.clock.now())) throw new KeyError(`key ${key.id} is already revoked`);
+    return this.keys.get(key.id) as ApiKeyRecord;
+  }
+
+  list(accountId?: string): ApiKeyRecord[] {
+    return this.keys.list(accountId);
+  }
+
+  /**
+   * Resolves a presented key to its principal, or undefined when it is not a
+   * current key. The lookup goes by hash and the stored hash is compared in
+   * constant time, so response timing says nothing about how close a guess was.
+   */
+  authenticate(presented: string): Principal | undefined {
+    const shape = parseKeyShape(presented);
+    if (!shape) return undefined;
+    const digest = hashKey(presented);
+    const record = this.keys.findByHash(digest.toString("hex"));
+    if (!record || !hashesMatch(record.keyHash, digest)) return undefined;
+    if (record.kind !== shape.kind || record.environment !== shape.environment) return undefined;
+    const now = this.clock.now();
+    if (record.revokedAt !== undefined && record.revokedAt <= now) return undefined;
+    if (record.expiresAt !== undefined && record.expiresAt <= now) return undefined;
+    const permissions =
+      record.permissions ?? (record.kind === "publishable" ? PUBLISHABLE_PERMISSIONS : ALL_PERMISSIONS);
+    return {
+      accountId: record.accountId,
+      environment: record.environment,
+      keyId: record.id,
+      kind: record.kind,
+      permissions: new Set(permissions),
+      keyLast4: record.last4,
+      rateLimitOverrides: JSON.parse(record.accountRateLimitOverrides) as Record<string, number>,
+    };
+  }
+
+  /** A fresh key and its record, with the identity and permissions of `base`. */
+  private mint(base: Pick<ApiKeyRecord, "accountId" | "environment" | "kind" | "permissions" | "name">): IssuedKey {
+    const key = generateKey(base.kind, base.environment);
+    return {
+      key,
+      record: {
+        accountId: base.accountId,
+        environment: base.environment,
+        kind: base.kind,
+        permissions: base.permissions,
+        name: base.name,
+        id: newId("key"),
+        keyHash: hashKey(key).toString("hex"),
+        last4: key.slice(-4),
+        createdAt: this.clock.now(),
+        expiresAt: undefined,
+        revokedAt: undefined,
+        replacedBy: undefined,
+      },
+    };
+  }
+}

@@ -1,0 +1,240 @@
+import { parseArgs } from "node:util";
+import { KeyError, KeyService } from "../auth/key-service.js";
+import { isPermission, type Environment, type KeyKind, type Permission } from "../auth/keys.js";
+import { systemClock, type Clock } from "../clock.js";
+import { loadConfig } from "../config.js";
+import { keyHint } from "../log.js";
+import { buildApp } from "../server/app.js";
+import { AccountRepository } from "../store/accounts.js";
+import type { ApiKeyRecord } from "../store/api-keys.js";
+import { ApiKeyRepository } from "../store/api-keys.js";
+import { openDatabase } from "../store/database.js";
+
+/** Where the CLI writes; tests pass their own. */
+export interface CliIo {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+const USAGE = `fraudctl — run and administer the fraud decision service
+
+Usage:
+  fraudctl serve
+  fraudctl accounts create --name NAME [--decide-rate-limit N] [--json]
+  fraudctl accounts list [--json]
+  fraudctl keys list [--account ID] [--json]
+  fraudctl keys create --account ID --env test|live --type publishable|secret
+                       [--permissions p1,p2] [--name NAME] [--json]
+  fraudctl keys rotate KEY [--json]     KEY is the key itself or its id (key_...)
+  fraudctl keys revoke KEY [--json]
+
+Environment: FRAUD_DATA_DIR (default ./data), PORT (8080), HOST (0.0.0.0).
+`;
+
+class UsageError extends Error {}
+
+export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv = process.env, clock: Clock = systemClock): Promise<number> {
+  const [group, action, ...rest] = argv;
+  try {
+    if (group === "serve") return await serve(io, env);
+    if (group === undefined || group === "help" || group === "--help" || group === "-h") {
+      io.out(USAGE);
+      return group === undefined ? 2 : 0;
+    }
+    const config = loadConfig(env);
+    const db = openDatabase(config.dataDir);
+    try {
+      const accounts = new AccountRepository(db);
+      const keys = new KeyService(accounts, new ApiKeyRepository(db), clock);
+      if (group === "accounts") return accountsCommand(action, rest, accounts, keys, io);
+      if (group === "keys") return keysCommand(action, rest, keys, io);
+      throw new UsageError(`unknown command ${group}`);
+    } finally {
+      db.close();
+    }
+  } catch (error) {
+    if (error instanceof UsageError || error instanceof KeyError || (error instanceof TypeError && "code" in error)) {
+      io.err(`fraudctl: ${error.message}\n`);
+      if (error instanceof UsageError) io.err(USAGE);
+      return 2;
+    }
+    throw error;
+  }
+}
+
+function accountsCommand(action: string | undefined, args: string[], accounts: AccountRepository, keys: KeyService, io: CliIo): number {
+  if (action === "create") {
+    const { values } = parseArgs({
+      args,
+      options: { name: { type: "string" }, "decide-rate-limit": { type: "string" }, json: { type: "boolean" } },
+      strict: true,
+    });
+    if (!values.name) throw new UsageError("accounts create needs --name");
+    const overrides: Record<string, number> = {};
+    if (values["decide-rate-limit"] !== undefined) {
+      const limit = Number(values["decide-rate-limit"]);
+      if (!Number.isInteger(limit) || limit < 1) throw new UsageError("--decide-rate-limit must be a positive integer");
+      overrides.decide = limit;
+    }
+    const created = keys.createAccount(values.name, overrides);
+    if (values.json) {
+      io.out(JSON.stringify({ account: { id: created.account.id, name: created.account.name, rateLimitOverrides: created.account.rateLimitOverrides }, keys: created.keys }) + "\n");
+    } else {
+      io.out(`account ${created.account.id} (${created.account.name})\n`);
+      for (const environment of ["test", "live"] as const) {
+        io.out(`  ${environment} publishable: ${created.keys[environment].publishable}\n`);
+        io.out(`  ${environment} secret:      ${created.keys[environment].secret}   (shown only once)\n`);
+      }
+    }
+    return 0;
+  }
+  if (action === "list") {
+    const { values } = parseArgs({ args, options: { json: { type: "boolean" } }, strict: true });
+    const list = accounts.list();
+    if (values.json) io.out(JSON.stringify({ accounts: list }) + "\n");
+    else for (const account of list) io.out(`${account.id}  ${account.name}\n`);
+    return 0;
+  }
+  throw new UsageError(`unknown accounts command ${action ?? ""}`.trim());
+}
+
+function keysCommand(action: string | undefined, args: string[], keys: KeyService, io: CliIo): number {
+  if (action === "list") {
+    const { values } = parseArgs({ args, options: { account: { type: "string" }, json: { type: "boolean" } }, strict: true });
+    const list = keys.list(values.account).map(describeKey);
+    if (values.json) io.out(JSON.stringify({ keys: list }) + "\n");
+    else for (const key of list) io.out(`${key.id}  ${key.accountId}  ${key.environment}  ${key.kind}  ${key.key}  ${key.status}\n`);
+    return 0;
+  }
+  if (action === "create") {
+    const { values } = parseArgs({
+      args,
+      options: {
+        account: { type: "string" },
+        env: { type: "string" },
+        type: { type: "string" },
+        permissions: { type: "string" },
+        name: { type: "string" },
+        json: { type: "boolean" },
+      },
+      strict: true,
+    });
+    if (!values.account) throw new UsageError("keys create needs --account");
+    if (values.env !== "test" && values.env !== "live") throw new UsageError("--env must be test or live");
+    if (values.type !== "publishable" && values.type !== "secret") throw new UsageError("--type must be publishable or secret");
+    let permissions: Permission[] | undefined;
+    if (values.permissions !== undefined) {
+      const requested = values.permissions.split(",").map((p) => p.trim()).filter(Boolean);
+      const unknown = requested.filter((p) => !isPermission(p));
+      if (unknown.length > 0) throw new UsageError(`unknown permissions: ${unknown.join(", ")}`);
+      permissions = requested as Permission[];
+    }
+    const issued = keys.issue({
+      accountId: values.account,
+      environment: values.env as Environment,
+      kind: values.type as KeyKind,
+      permissions,
+      name: values.name,
+    });
+    printIssued(io, values.json === true, issued.key, issued.record);
+    return 0;
+  }
+  if (action === "rotate" || action === "revoke") {
+    const { values, positionals } = parseArgs({ args, options: { json: { type: "boolean" } }, allowPositionals: true, strict: true });
+    const target = positionals[0];
+    if (!target || positionals.length > 1) throw new UsageError(`keys ${action} takes exactly one KEY`);
+    if (action === "rotate") {
+      const issued = keys.rotate(target);
+      printIssued(io, values.json === true, issued.key, issued.record, keys.find(target));
+    } else {
+      const revoked = keys.revoke(target);
+      if (values.json) io.out(JSON.stringify({ revoked: describeKey(revoked) }) + "\n");
+      else io.out(`revoked ${revoked.id} (${keyHint(revoked.last4)})\n`);
+    }
+    return 0;
+  }
+  throw new UsageError(`unknown keys command ${action ?? ""}`.trim());
+}
+
+function printIssued(io: CliIo, json: boolean, key: string, record: ApiKeyRecord, replaced?: ApiKeyRecord): void {
+  const rotation = replaced && {
+    replaces: replaced.id,
+    oldKeyValidUntil: new Date(replaced.expiresAt ?? 0).toISOString(),
+  };
+  if (json) {
+    io.out(JSON.stringify({ key, id: record.id, accountId: record.accountId, environment: record.environment, kind: record.kind, ...rotation }) + "\n");
+    return;
+  }
+  io.out(`${record.id}: ${key}\n(shown only once; store it now)\n`);
+  if (rotation) io.out(`the old key ${rotation.replaces} keeps working until ${rotation.oldKeyValidUntil}\n`);
+}
+
+/** A key as the CLI shows it: never the key itself, only its last 4 characters. */
+function describeKey(record: ApiKeyRecord) {
+  const now = Date.now();
+  const status =
+    record.revokedAt !== undefined
+      ? "revoked"
+      : record.expiresAt !== undefined
+        ? record.expiresAt > now
+          ? `rotated, valid until ${new Date(record.expiresAt).toISOString()}`
+          : "expired"
+        : "active";
+  return {
+    id: record.id,
+    accountId: record.accountId,
+    environment: record.environment,
+    kind: record.kind,
+    key: keyHint(record.last4),
+    permissions: record.permissions ?? "all",
+    name: record.name,
+    status,
+    createdAt: new Date(record.createdAt).toISOString(),
+  };
+}
+
+async function serve(io: CliIo, env: NodeJS.ProcessEnv): Promise<number> {
+  const config = loadConfig(env);
+  const app = buildApp({ config });
+  if (config.seedDemoAccount && app.accounts.count() === 0) {
+    const demo = app.keys.createAccount("Demo");
+    io.out(
+      [
+        "",
+        "  Empty data directory: created a demo account.",
+        `  account:              ${demo.account.id}`,
+        `  test publishable key: ${demo.keys.test.publishable}`,
+        `  test secret key:      ${demo.keys.test.secret}`,
+        "  (live keys: fraudctl keys create --account ... --env live --type secret)",
+        "",
+        "  Try it:",
+        `  curl -s http://localhost:${config.port}/api/v1/decide -H 'X-API-Key: ${demo.keys.test.secret}' \\`,
+        `    -H 'Content-Type: application/json' -d '{"userId":"user_1","action":"login","ip":"203.0.113.7"}'`,
+        "",
+      ].join("\n") + "\n",
+    );
+  }
+  const address = await app.listen();
+  app.logger.log("info", "listening", { host: address.address, port: address.port, dataDir: config.dataDir });
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      app.logger.log("info", "shutting down", { signal });
+      void app.close().then(resolve);
+    };
+    process.once("SIGTERM", () => stop("SIGTERM"));
+    process.once("SIGINT", () => stop("SIGINT"));
+  });
+  app.logger.log("info", "stopped", {});
+  return 0;
+}
+
+/** Entry point of the `fraudctl` bin. */
+export async function main(): Promise<void> {
+  const io: CliIo = { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t) };
+  try {
+    process.exitCode = await runCli(process.argv.slice(2), io);
+  } catch (error) {
+    io.err(`fraudctl: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exitCode = 1;
+  }
+}

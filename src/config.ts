@@ -1,0 +1,55 @@
+import path from "node:path";
+
+/** Installation settings, read once from the environment at start. */
+export interface Config {
+  /** TCP port; 0 picks a free one (tests). */
+  port: number;
+  host: string;
+  /** Directory of the SQLite database and installation secrets. */
+  dataDir: string;
+  /** Largest accepted request body in bytes (REST, Connect and gRPC alike). */
+  maxBodyBytes: number;
+  /** Per-installation overrides of rate-limit rules, by rule name (per window). */
+  rateLimitOverrides: Record<string, number>;
+  /**
+   * Peers whose X-Forwarded-For header is believed. Entries are exact
+   * addresses or CIDR ranges; empty means the connection address is the client.
+   */
+  trustedProxies: string[];
+  /** How long SIGTERM waits for in-flight requests before closing connections. */
+  shutdownGraceMs: number;
+  /** Create a demo account on an empty database and print its test keys. */
+  seedDemoAccount: boolean;
+}
+
+export const DEFAULT_MAX_BODY_BYTES = 256 * 1024;
+
+function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min) {
+    throw new Error(`${name} must be an integer of at least ${min}, got "${raw}"`);
+  }
+  return value;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const rateLimitOverrides: Record<string, number> = {};
+  if (env.FRAUD_ANALYZE_RATE_LIMIT) {
+    rateLimitOverrides.analyze = integer(env, "FRAUD_ANALYZE_RATE_LIMIT", 30, 1);
+  }
+  return {
+    port: integer(env, "PORT", 8080),
+    host: env.HOST || "0.0.0.0",
+    dataDir: path.resolve(env.FRAUD_DATA_DIR || "./data"),
+    maxBodyBytes: integer(env, "FRAUD_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, 1024),
+    rateLimitOverrides,
+    trustedProxies: (env.FRAUD_TRUSTED_PROXIES ?? "")
+      .split(",")
+      .map((entry) => entry.trim())
+      .filter(Boolean),
+    shutdownGraceMs: integer(env, "FRAUD_SHUTDOWN_GRACE_MS", 10_000),
+    seedDemoAccount: env.FRAUD_SEED_DEMO !== "false",
+  };
+}

@@ -1,0 +1,29 @@
+/**
+ * Structured JSON logs, one object per line. API keys never reach a log line
+ * whole: callers pass them through `keyHint`, which keeps the last 4 characters.
+ */
+export type LogLevel = "debug" | "info" | "warn" | "error";
+
+export type LogFields = Record<string, unknown>;
+
+export interface Logger {
+  log(level: LogLevel, message: string, fields?: LogFields): void;
+}
+
+export type LogSink = (line: string) => void;
+
+export function createLogger(sink: LogSink = (line) => process.stdout.write(line + "\n")): Logger {
+  return {
+    log(level, message, fields) {
+      sink(JSON.stringify({ time: new Date().toISOString(), level, msg: message, ...fields }));
+    },
+  };
+}
+
+/** The only form in which a key may be logged or displayed: its last 4 characters. */
+export function keyHint(key: string): string {
+  return `…${key.slice(-4)}`;
+}
+
+/** A logger that drops everything (benchmarks). */
+export const silentLogger: Logger = { log() {} };

@@ -1,0 +1,64 @@
+import type { Db } from "../store/database.js";
+
+export interface CheckResult {
+  name: string;
+  ok: boolean;
+  detail: string;
+}
+
+/** A source of pending background work (outbox, deliveries); later issues register theirs. */
+export type BacklogGauge = () => number;
+
+/** Above this many pending background tasks the Data Sync component reports degraded. */
+export const BACKLOG_DEGRADED_AT = 10_000;
+
+/**
+ * Readiness checks shared by /api/health, the gRPC health service and the
+ * status report, so the three can never disagree.
+ */
+export class HealthMonitor {
+  private readonly probe;
+  private readonly backlogs: BacklogGauge[] = [];
+  private draining = false;
+
+  constructor(db: Db) {
+    this.probe = db.prepare("SELECT 1 AS ok");
+  }
+
+  addBacklog(gauge: BacklogGauge): void {
+    this.backlogs.push(gauge);
+  }
+
+  /** Called when shutdown starts: readiness turns false so balancers stop sending traffic. */
+  markDraining(): void {
+    this.draining = true;
+  }
+
+  backlog(): number {
+    return this.backlogs.reduce((sum, gauge) => sum + gauge(), 0);
+  }
+
+  checks(): CheckResult[] {
+    let database: CheckResult;
+    try {
+      this.probe.get();
+      database = { name: "database", ok: true, detail: "ok" };
+    } catch (error) {
+      database = { name: "database", ok: false, detail: error instanceof Error ? error.message : "failed" };
+    }
+    const pending = this.backlog();
+    return [
+      database,
+      {
+        name: "background",
+        ok: pending < BACKLOG_DEGRADED_AT,
+        detail: `${pending} pending background tasks`,
+      },
+      { name: "accepting", ok: !this.draining, detail: this.draining ? "shutting down" : "ok" },
+    ];
+  }
+
+  ready(): boolean {
+    return this.checks().every((check) => check.ok);
+  }
+}

@@ -1,0 +1,114 @@
+import type { AddressInfo } from "node:net";
+import { createConnectRouter } from "@connectrpc/connect";
+import { CaseService } from "../../gen/fraud/v1/case_pb.js";
+import { DecisionService } from "../../gen/fraud/v1/decision_pb.js";
+import { FeedbackService } from "../../gen/fraud/v1/feedback_pb.js";
+import { PolicyService } from "../../gen/fraud/v1/policy_pb.js";
+import { StatusService } from "../../gen/fraud/v1/status_pb.js";
+import { WebhookService } from "../../gen/fraud/v1/webhook_pb.js";
+import { Health } from "../../gen/health/v1/health_pb.js";
+import { ServerReflection } from "../../gen/grpc/reflection/v1/reflection_pb.js";
+import { ServerReflection as ServerReflectionV1Alpha } from "../../gen/grpc/reflection/v1alpha/reflection_pb.js";
+import { API_SERVICES } from "../api/contract.js";
+import { apiInterceptors } from "../api/interceptors.js";
+import { RateLimiter } from "../api/rate-limiter.js";
+import { KeyService } from "../auth/key-service.js";
+import { systemClock, type Clock } from "../clock.js";
+import type { Config } from "../config.js";
+import { createLogger, type Logger } from "../log.js";
+import { HealthMonitor } from "../observability/health.js";
+import { Metrics } from "../observability/metrics.js";
+import { registerHealth } from "../services/health.js";
+import { pendingService } from "../services/pending.js";
+import { registerReflection } from "../services/reflection.js";
+import { createStatusService } from "../services/status.js";
+import { AccountRepository } from "../store/accounts.js";
+import { ApiKeyRepository } from "../store/api-keys.js";
+import { openDatabase, type Db } from "../store/database.js";
+import { ClientIpResolver } from "./client-ip.js";
+import { Dispatcher } from "./dispatcher.js";
+import { RestGateway } from "./gateway.js";
+import { DualProtocolListener } from "./listener.js";
+
+export interface AppOptions {
+  config: Config;
+  clock?: Clock;
+  logger?: Logger;
+}
+
+/** A built, not yet listening, service. Tests build one on port 0. */
+export interface App {
+  readonly config: Config;
+  readonly db: Db;
+  readonly keys: KeyService;
+  readonly accounts: AccountRepository;
+  readonly metrics: Metrics;
+  readonly logger: Logger;
+  listen(): Promise<AddressInfo>;
+  /** Drains in-flight requests, flushes pending work and closes the database. */
+  close(): Promise<void>;
+}
+
+export function buildApp(options: AppOptions): App {
+  const { config } = options;
+  const clock = options.clock ?? systemClock;
+  const logger = options.logger ?? createLogger();
+  const db = openDatabase(config.dataDir);
+  const accounts = new AccountRepository(db);
+  const keys = new KeyService(accounts, new ApiKeyRepository(db), clock);
+  const metrics = new Metrics();
+  const health = new HealthMonitor(db);
+  const limiter = new RateLimiter(clock);
+
+  const router = createConnectRouter({
+    interceptors: apiInterceptors({ logger, keys, limiter, rateLimitOverrides: config.rateLimitOverrides }),
+    // Zero values and empty lists stay in JSON: REST clients read the exact shapes of the specification.
+    jsonOptions: { alwaysEmitImplicit: true },
+    readMaxBytes: config.maxBodyBytes,
+  });
+  router.service(DecisionService, pendingService(DecisionService, "the decision engine has not landed (issue 3)"));
+  router.service(FeedbackService, pendingService(FeedbackService, "feedback learning has not landed (issue 6)"));
+  router.service(CaseService, pendingService(CaseService, "case management has not landed (issue 5)"));
+  router.service(PolicyService, pendingService(PolicyService, "policies have not landed (issue 4)"));
+  router.service(WebhookService, pendingService(WebhookService, "webhooks have not landed (issue 5)"));
+  router.service(StatusService, createStatusService({ metrics, health, clock }));
+  registerHealth(router, health, API_SERVICES);
+  registerReflection(router, [...API_SERVICES, Health, ServerReflection, ServerReflectionV1Alpha]);
+
+  const gateway = new RestGateway(router.handlers, config.maxBodyBytes);
+  const dispatcher = new Dispatcher(router, gateway, {
+    clientIp: new ClientIpResolver(config.trustedProxies),
+    metrics,
+    health,
+    logger,
+    gauges: () => ({
+      fraud_background_backlog: { help: "Pending background tasks.", value: health.backlog() },
+      fraud_ready: { help: "1 when every readiness check passes.", value: health.ready() ? 1 : 0 },
+    }),
+  });
+  const listener = new DualProtocolListener(dispatcher.listener);
+
+  let closing: Promise<void> | undefined;
+  return {
+    config,
+    db,
+    keys,
+    accounts,
+    metrics,
+    logger,
+    listen: () => listener.listen(config.port, config.host),
+    close() {
+      closing ??= (async () => {
+        health.markDraining();
+        dispatcher.startDraining();
+        const stopped = listener.stopAccepting();
+        const timer = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
+        await Promise.race([dispatcher.idle(), timer]);
+        listener.destroyAll();
+        await stopped;
+        db.close();
+      })();
+      return closing;
+    },
+  };
+}

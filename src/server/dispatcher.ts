@@ -1,0 +1,175 @@
+import type http from "node:http";
+import type http2 from "node:http2";
+import { createContextValues, type ConnectRouter } from "@connectrpc/connect";
+import type { UniversalHandler } from "@connectrpc/connect/protocol";
+import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import { DecisionService } from "../../gen/fraud/v1/decision_pb.js";
+import { withCallContext, type CallContext, type Protocol } from "../api/context.js";
+import { apiError, describeError } from "../api/errors.js";
+import { newId } from "../ids.js";
+import { keyHint, type Logger } from "../log.js";
+import type { HealthMonitor } from "../observability/health.js";
+import type { ComponentName, Metrics } from "../observability/metrics.js";
+import type { ClientIpResolver } from "./client-ip.js";
+import type { RestGateway } from "./gateway.js";
+
+type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
+type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
+
+/** gRPC status codes that are the server's fault, for metrics. */
+const GRPC_SERVER_FAULTS = new Set(["2", "4", "13", "14", "15"]);
+
+/**
+ * The single entry point of every HTTP request on the port: diagnostics,
+ * RPC paths (Connect, gRPC, gRPC-Web) and the REST gateway. It gives each
+ * request its id and call context, and records its metrics and access log.
+ */
+export class Dispatcher {
+  private readonly rpcHandlers = new Map<string, UniversalHandler>();
+  private inFlight = 0;
+  private draining = false;
+  private idleWaiters: Array<() => void> = [];
+
+  constructor(
+    router: ConnectRouter,
+    private readonly gateway: RestGateway,
+    private readonly deps: {
+      clientIp: ClientIpResolver;
+      metrics: Metrics;
+      health: HealthMonitor;
+      logger: Logger;
+      gauges: () => Record<string, { help: string; value: number }>;
+    },
+  ) {
+    for (const handler of router.handlers) this.rpcHandlers.set(handler.requestPath, handler);
+  }
+
+  readonly listener = (req: NodeRequest, res: NodeResponse): void => {
+    void this.handle(req, res);
+  };
+
+  /** Resolves when no request is in flight (after draining starts). */
+  idle(): Promise<void> {
+    if (this.inFlight === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  startDraining(): void {
+    this.draining = true;
+  }
+
+  private async handle(req: NodeRequest, res: NodeResponse): Promise<void> {
+    const startedAt = performance.now();
+    let url: URL;
+    try {
+      url = new URL(req.url ?? "/", "http://localhost");
+    } catch {
+      url = new URL("http://localhost/");
+    }
+    const pathname = url.pathname;
+    const rpc = this.rpcHandlers.get(pathname);
+    const context: CallContext = {
+      requestId: newId("req"),
+      startedAt,
+      clientIp: this.deps.clientIp.resolve(req.socket?.remoteAddress, req.headers["x-forwarded-for"]),
+      protocol: rpc ? rpcProtocol(req.headers["content-type"]) : "rest",
+    };
+    let route = pathname;
+    let component: ComponentName | undefined;
+    let grpcStatus: string | null | undefined;
+
+    this.inFlight++;
+    res.once("close", () => {
+      this.observe(context, route, component, res.statusCode, grpcStatus);
+      if (--this.inFlight === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
+    });
+    if (this.draining && !("stream" in res)) res.setHeader("connection", "close");
+
+    try {
+      if (pathname === "/api/health" || pathname === "/api/health/live" || pathname === "/api/health/ready") {
+        this.serveHealth(pathname, res);
+      } else if (pathname === "/api/metrics") {
+        route = pathname;
+        res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
+        res.end(this.deps.metrics.prometheus(this.deps.gauges()));
+      } else if (rpc) {
+        component = componentOf(rpc.service.typeName);
+        const uReq = universalRequestFromNodeRequest(req, res, undefined, withCallContext(createContextValues(), context));
+        const uRes = await rpc(uReq);
+        await universalResponseToNodeResponse(uRes, res);
+        grpcStatus = uRes.trailer?.get("grpc-status") ?? uRes.header?.get("grpc-status");
+      } else {
+        const match = this.gateway.match(req.method ?? "GET", pathname);
+        if (match.kind === "route") {
+          route = `${match.route.verb} ${match.route.template}`;
+          component = componentOf(match.route.contract.method.parent.typeName);
+          await this.gateway.serve(match, req, res, context, url);
+        } else if (match.kind === "wrong-method") {
+          res.setHeader("allow", match.allowed.join(", "));
+          this.gateway.writeError(res, context, apiError("METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${pathname}; use ${match.allowed.join(" or ")}`));
+        } else {
+          route = "unmatched";
+          this.gateway.writeError(res, context, apiError("NOT_FOUND", `no endpoint ${req.method} ${pathname}`));
+        }
+      }
+    } catch (error) {
+      // Reached only when the connection broke mid-response; there is no one left to answer.
+      this.deps.logger.log("warn", "response failed", { requestId: context.requestId, error: String(error) });
+      if (!res.headersSent) res.writeHead(500);
+      res.end();
+    }
+  }
+
+  private serveHealth(pathname: string, res: NodeResponse): void {
+    const checks = this.deps.health.checks();
+    const ready = checks.every((check) => check.ok);
+    const live = true;
+    const ok = pathname === "/api/health/live" ? live : ready;
+    const body = JSON.stringify({ status: ok ? "ok" : "unavailable", live, ready, checks });
+    res.writeHead(ok ? 200 : 503, { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" });
+    res.end(body);
+  }
+
+  private observe(context: CallContext, route: string, component: ComponentName | undefined, status: number, grpcStatus: string | null | undefined): void {
+    const durationMs = performance.now() - context.startedAt;
+    let code = "OK";
+    let serverError = status >= 500;
+    let clientError = status >= 400 && status < 500;
+    if (context.error) {
+      const described = describeError(context.error);
+      code = described.code;
+      serverError = described.httpStatus >= 500 && described.code !== "NOT_IMPLEMENTED";
+      clientError = !serverError;
+    } else if (grpcStatus && grpcStatus !== "0") {
+      code = `grpc_${grpcStatus}`;
+      serverError = GRPC_SERVER_FAULTS.has(grpcStatus);
+      clientError = !serverError;
+    }
+    this.deps.metrics.observe({ route, protocol: context.protocol, code, serverError, clientError, durationMs, component });
+    this.deps.logger.log(serverError ? "error" : "info", "request", {
+      requestId: context.requestId,
+      route,
+      protocol: context.protocol,
+      status,
+      code,
+      latencyMs: Math.round(durationMs * 1000) / 1000,
+      clientIp: context.clientIp,
+      ...(context.principal && {
+        account: context.principal.accountId,
+        environment: context.principal.environment,
+        key: keyHint(context.principal.keyLast4),
+      }),
+    });
+  }
+}
+
+function rpcProtocol(contentType: string | undefined): Protocol {
+  if (contentType?.startsWith("application/grpc-web")) return "grpc-web";
+  if (contentType?.startsWith("application/grpc")) return "grpc";
+  return "connect";
+}
+
+function componentOf(serviceTypeName: string): ComponentName | undefined {
+  if (serviceTypeName === DecisionService.typeName) return "API Node";
+  return serviceTypeName.startsWith("fraud.v1.") ? "Dashboard" : undefined;
+}

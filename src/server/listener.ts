@@ -1,0 +1,78 @@
+import http from "node:http";
+import http2 from "node:http2";
+import net from "node:net";
+
+export type RequestListener = (
+  req: http.IncomingMessage | http2.Http2ServerRequest,
+  res: http.ServerResponse | http2.Http2ServerResponse,
+) => void;
+
+/** Every HTTP/2 connection opens with this preface; no HTTP/1.x request starts with "PRI". */
+const HTTP2_PREFACE_START = Buffer.from("PRI");
+/** A connection that sends nothing for this long is dropped before it is classified. */
+const FIRST_BYTES_TIMEOUT_MS = 10_000;
+
+/**
+ * One plaintext port for HTTP/1.1 (REST, Connect, gRPC-Web) and HTTP/2 with
+ * prior knowledge (gRPC, Connect). The first bytes of each connection decide
+ * which server gets it; both share one request listener.
+ */
+export class DualProtocolListener {
+  readonly http1: http.Server;
+  readonly http2: http2.Http2Server;
+  private readonly tcp: net.Server;
+  private readonly sessions = new Set<http2.ServerHttp2Session>();
+
+  constructor(listener: RequestListener) {
+    this.http1 = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 30_000, headersTimeout: 20_000 }, listener);
+    this.http2 = http2.createServer({ maxSessionMemory: 32 }, listener);
+    this.http2.on("session", (session) => {
+      this.sessions.add(session);
+      session.once("close", () => this.sessions.delete(session));
+    });
+    this.tcp = net.createServer((socket) => this.classify(socket));
+  }
+
+  listen(port: number, host: string): Promise<net.AddressInfo> {
+    return new Promise((resolve, reject) => {
+      this.tcp.once("error", reject);
+      this.tcp.listen(port, host, () => {
+        this.tcp.off("error", reject);
+        resolve(this.tcp.address() as net.AddressInfo);
+      });
+    });
+  }
+
+  /** Stops accepting connections and asks open ones to finish (GOAWAY, Connection: close). */
+  stopAccepting(): Promise<void> {
+    const closed = new Promise<void>((resolve) => this.tcp.close(() => resolve()));
+    for (const session of this.sessions) session.close();
+    this.http1.closeIdleConnections();
+    return closed;
+  }
+
+  /** Ends whatever is still open. */
+  destroyAll(): void {
+    this.http1.closeAllConnections();
+    for (const session of this.sessions) session.destroy();
+  }
+
+  private classify(socket: net.Socket): void {
+    socket.setTimeout(FIRST_BYTES_TIMEOUT_MS, () => socket.destroy());
+    let received = Buffer.alloc(0);
+    const onData = (chunk: Buffer) => {
+      received = Buffer.concat([received, chunk]);
+      const compared = Math.min(received.length, HTTP2_PREFACE_START.length);
+      const looksHttp2 = received.subarray(0, compared).equals(HTTP2_PREFACE_START.subarray(0, compared));
+      if (looksHttp2 && received.length < HTTP2_PREFACE_START.length) return; // wait for more bytes
+      socket.off("data", onData);
+      socket.setTimeout(0);
+      socket.pause();
+      socket.unshift(received);
+      (looksHttp2 ? this.http2 : this.http1).emit("connection", socket);
+      socket.resume();
+    };
+    socket.on("data", onData);
+    socket.on("error", () => socket.destroy());
+  }
+}

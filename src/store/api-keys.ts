@@ -1,0 +1,123 @@
+import type { Db } from "./database.js";
+import type { Environment, KeyKind, Permission } from "../auth/keys.js";
+
+/** An API key as stored: everything but the key itself. */
+export interface ApiKeyRecord {
+  id: string;
+  accountId: string;
+  environment: Environment;
+  kind: KeyKind;
+  /** Explicit permissions of a restricted key; undefined means all of its kind. */
+  permissions: Permission[] | undefined;
+  keyHash: string;
+  last4: string;
+  name: string;
+  createdAt: number;
+  /** End of the grace period of a rotated key. */
+  expiresAt: number | undefined;
+  revokedAt: number | undefined;
+  replacedBy: string | undefined;
+}
+
+/** A key joined with what authentication needs from its account. */
+export interface ApiKeyWithAccount extends ApiKeyRecord {
+  accountRateLimitOverrides: string;
+}
+
+interface ApiKeyRow {
+  id: string;
+  account_id: string;
+  environment: Environment;
+  kind: KeyKind;
+  permissions: string | null;
+  key_hash: string;
+  last4: string;
+  name: string;
+  created_at: number;
+  expires_at: number | null;
+  revoked_at: number | null;
+  replaced_by: string | null;
+}
+
+function toRecord(row: ApiKeyRow): ApiKeyRecord {
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    environment: row.environment,
+    kind: row.kind,
+    permissions: row.permissions === null ? undefined : (JSON.parse(row.permissions) as Permission[]),
+    keyHash: row.key_hash,
+    last4: row.last4,
+    name: row.name,
+    createdAt: row.created_at,
+    expiresAt: row.expires_at ?? undefined,
+    revokedAt: row.revoked_at ?? undefined,
+    replacedBy: row.replaced_by ?? undefined,
+  };
+}
+
+export class ApiKeyRepository {
+  private readonly insertStmt;
+  private readonly byHashStmt;
+  private readonly byIdStmt;
+  private readonly listStmt;
+  private readonly listByAccountStmt;
+  private readonly expireStmt;
+  private readonly revokeStmt;
+
+  constructor(private readonly db: Db) {
+    this.insertStmt = db.prepare(
+      `INSERT INTO api_keys (id, account_id, environment, kind, permissions, key_hash, last4, name, created_at)
+       VALUES (@id, @accountId, @environment, @kind, @permissions, @keyHash, @last4, @name, @createdAt)`,
+    );
+    this.byHashStmt = db.prepare<[string], ApiKeyRow & { rate_limit_overrides: string }>(
+      `SELECT k.*, a.rate_limit_overrides FROM api_keys k JOIN accounts a ON a.id = k.account_id
+       WHERE k.key_hash = ?`,
+    );
+    this.byIdStmt = db.prepare<[string], ApiKeyRow>("SELECT * FROM api_keys WHERE id = ?");
+    this.listStmt = db.prepare<[], ApiKeyRow>("SELECT * FROM api_keys ORDER BY account_id, created_at, id");
+    this.listByAccountStmt = db.prepare<[string], ApiKeyRow>(
+      "SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at, id",
+    );
+    this.expireStmt = db.prepare<[number, string, string]>(
+      "UPDATE api_keys SET expires_at = ?, replaced_by = ? WHERE id = ?",
+    );
+    this.revokeStmt = db.prepare<[number, string]>(
+      "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+    );
+  }
+
+  insert(record: ApiKeyRecord): void {
+    this.insertStmt.run({
+      ...record,
+      permissions: record.permissions === undefined ? null : JSON.stringify(record.permissions),
+    });
+  }
+
+  findByHash(hashHex: string): ApiKeyWithAccount | undefined {
+    const row = this.byHashStmt.get(hashHex);
+    return row && { ...toRecord(row), accountRateLimitOverrides: row.rate_limit_overrides };
+  }
+
+  get(id: string): ApiKeyRecord | undefined {
+    const row = this.byIdStmt.get(id);
+    return row && toRecord(row);
+  }
+
+  list(accountId?: string): ApiKeyRecord[] {
+    const rows = accountId === undefined ? this.listStmt.all() : this.listByAccountStmt.all(accountId);
+    return rows.map(toRecord);
+  }
+
+  /** Inserts `replacement` and starts the old key's grace period, atomically. */
+  rotate(oldId: string, replacement: ApiKeyRecord, graceEndsAt: number): void {
+    this.db.transaction(() => {
+      this.insert(replacement);
+      this.expireStmt.run(graceEndsAt, replacement.id, oldId);
+    })();
+  }
+
+  revoke(id: string, now: number): boolean {
+    return this.revokeStmt.run(now, id).changes === 1;
+  }
+}
