@@ -22,6 +22,7 @@ export class DualProtocolListener {
   readonly http2: http2.Http2Server;
   private readonly tcp: net.Server;
   private readonly sessions = new Set<http2.ServerHttp2Session>();
+  private readonly sockets = new Set<net.Socket>();
 
   constructor(listener: RequestListener) {
     this.http1 = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 30_000, headersTimeout: 20_000 }, listener);
@@ -30,7 +31,11 @@ export class DualProtocolListener {
       this.sessions.add(session);
       session.once("close", () => this.sessions.delete(session));
     });
-    this.tcp = net.createServer((socket) => this.classify(socket));
+    this.tcp = net.createServer((socket) => {
+      this.sockets.add(socket);
+      socket.once("close", () => this.sockets.delete(socket));
+      this.classify(socket);
+    });
   }
 
   listen(port: number, host: string): Promise<net.AddressInfo> {
@@ -53,8 +58,8 @@ export class DualProtocolListener {
 
   /** Ends whatever is still open. */
   destroyAll(): void {
-    this.http1.closeAllConnections();
     for (const session of this.sessions) session.destroy();
+    for (const socket of this.sockets) socket.destroy();
   }
 
   private classify(socket: net.Socket): void {
@@ -69,8 +74,14 @@ export class DualProtocolListener {
       socket.setTimeout(0);
       socket.pause();
       socket.unshift(received);
-      (looksHttp2 ? this.http2 : this.http1).emit("connection", socket);
-      socket.resume();
+      if (looksHttp2) {
+        // The HTTP/2 session reads what is buffered on the socket itself (next
+        // tick); resuming here would flow those bytes to no one.
+        this.http2.emit("connection", socket);
+      } else {
+        this.http1.emit("connection", socket);
+        socket.resume();
+      }
     };
     socket.on("data", onData);
     socket.on("error", () => socket.destroy());

@@ -1,0 +1,51 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { loadConfig, type Config } from "../../src/config.js";
+import type { Clock } from "../../src/clock.js";
+import { createLogger, type Logger } from "../../src/log.js";
+import { buildApp, type App } from "../../src/server/app.js";
+import type { AccountKeys } from "../../src/auth/key-service.js";
+
+export interface TestServer {
+  app: App;
+  url: string;
+  port: number;
+  dataDir: string;
+  /** Every log line the server wrote. */
+  logs: string[];
+  createAccount(name?: string, rateLimitOverrides?: Record<string, number>): AccountKeys;
+  close(): Promise<void>;
+}
+
+export function tempDir(prefix = "fraud-test-"): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+/** The real server on an ephemeral port with a real SQLite file in a temp dir. */
+export async function startTestServer(options: { clock?: Clock; config?: Partial<Config>; env?: NodeJS.ProcessEnv } = {}): Promise<TestServer> {
+  const dataDir = options.config?.dataDir ?? tempDir();
+  const config: Config = {
+    ...loadConfig({ ...options.env, FRAUD_DATA_DIR: dataDir }),
+    port: 0,
+    host: "127.0.0.1",
+    shutdownGraceMs: 2_000,
+    ...options.config,
+  };
+  const logs: string[] = [];
+  const logger: Logger = createLogger((line) => logs.push(line));
+  const app = buildApp({ config, clock: options.clock, logger });
+  const address = await app.listen();
+  return {
+    app,
+    url: `http://127.0.0.1:${address.port}`,
+    port: address.port,
+    dataDir,
+    logs,
+    createAccount: (name = "Test", overrides = {}) => app.keys.createAccount(name, overrides),
+    close: async () => {
+      await app.close();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,122 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import * as grpc from "@grpc/grpc-js";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import { fromBinary, toBinary, create } from "@bufbuild/protobuf";
+import { StatusService, GetStatusRequestSchema, GetStatusResponseSchema } from "../gen/fraud/v1/status_pb.js";
+import { Health, HealthCheckRequestSchema, HealthCheckResponseSchema, HealthCheckResponse_ServingStatus } from "../gen/health/v1/health_pb.js";
+import {
+  ServerReflectionRequestSchema,
+  ServerReflectionResponseSchema,
+  type ServerReflectionResponse,
+} from "../gen/grpc/reflection/v1/reflection_pb.js";
+import {
+  ServerReflectionRequestSchema as AlphaRequestSchema,
+  ServerReflectionResponseSchema as AlphaResponseSchema,
+  type ServerReflectionResponse as AlphaResponse,
+} from "../gen/grpc/reflection/v1alpha/reflection_pb.js";
+import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
+import { grpcClient, grpcUnary } from "./helpers/grpc.js";
+import { startTestServer, type TestServer } from "./helpers/server.js";
+
+let server: TestServer;
+let secret: string;
+
+beforeAll(async () => {
+  server = await startTestServer();
+  secret = server.createAccount().keys.test.secret;
+});
+afterAll(() => server.close());
+
+describe("one port, four protocols", () => {
+  it("serves the REST JSON API over HTTP/1.1", async () => {
+    const res = await fetch(`${server.url}/api/v1/status?public=true`);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { success: boolean; data: { status: string; components: Array<{ name: string }> } };
+    expect(body.success).toBe(true);
+    expect(body.data.components.map((c) => c.name)).toEqual(["API Edge", "API Node", "Dashboard", "Data Sync"]);
+  });
+
+  for (const [name, makeTransport] of [
+    ["Connect JSON over HTTP/1.1", () => createConnectTransport({ baseUrl: server.url, httpVersion: "1.1", useBinaryFormat: false })],
+    ["Connect binary over HTTP/2 (h2c)", () => createConnectTransport({ baseUrl: server.url, httpVersion: "2", useBinaryFormat: true })],
+    ["gRPC-Web over HTTP/1.1", () => createGrpcWebTransport({ baseUrl: server.url, httpVersion: "1.1" })],
+    ["gRPC over h2c with connect-node", () => createGrpcTransport({ baseUrl: server.url })],
+  ] as const) {
+    it(`serves ${name}`, async () => {
+      const client = createClient(StatusService, makeTransport());
+      const res = await client.getStatus({}, { headers: { "x-api-key": secret } });
+      expect(res.status).toBe("operational");
+      expect(res.components).toHaveLength(4);
+      expect(res.components[0]?.metrics).toBeDefined();
+    });
+  }
+
+  it("serves gRPC over h2c to @grpc/grpc-js, the canonical client", async () => {
+    const client = grpcClient(server.port);
+    try {
+      const result = await grpcUnary(client, StatusService, "GetStatus", GetStatusRequestSchema, GetStatusResponseSchema, { public: true });
+      expect(result.error).toBeNull();
+      expect(result.response?.status).toBe("operational");
+      expect(result.response?.components[0]?.metrics).toBeUndefined();
+    } finally {
+      client.close();
+    }
+  });
+
+  it("answers the standard gRPC health check", async () => {
+    const client = grpcClient(server.port);
+    try {
+      const ok = await grpcUnary(client, Health, "Check", HealthCheckRequestSchema, HealthCheckResponseSchema, { service: "" });
+      expect(ok.response?.status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+      const named = await grpcUnary(client, Health, "Check", HealthCheckRequestSchema, HealthCheckResponseSchema, { service: "fraud.v1.DecisionService" });
+      expect(named.response?.status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+      const unknown = await grpcUnary(client, Health, "Check", HealthCheckRequestSchema, HealthCheckResponseSchema, { service: "nope.Service" });
+      expect(unknown.error?.code).toBe(grpc.status.NOT_FOUND);
+    } finally {
+      client.close();
+    }
+  });
+
+  for (const version of ["v1", "v1alpha"] as const) {
+    it(`lists services and serves descriptors over gRPC reflection ${version}`, async () => {
+      const client = grpcClient(server.port);
+      const path = `/grpc.reflection.${version}.ServerReflection/ServerReflectionInfo`;
+      const [requestSchema, responseSchema] = version === "v1" ? [ServerReflectionRequestSchema, ServerReflectionResponseSchema] : [AlphaRequestSchema, AlphaResponseSchema];
+      try {
+        const responses: Array<ServerReflectionResponse | AlphaResponse> = [];
+        await new Promise<void>((resolve, reject) => {
+          const call = client.makeBidiStreamRequest(
+            path,
+            (m: unknown) => Buffer.from(toBinary(requestSchema, m as never)),
+            (b: Buffer) => fromBinary(responseSchema, b),
+            new grpc.Metadata(),
+          );
+          call.on("data", (r: ServerReflectionResponse | AlphaResponse) => responses.push(r));
+          call.on("error", reject);
+          call.on("end", () => resolve());
+          call.write(create(requestSchema, { messageRequest: { case: "listServices", value: "*" } }));
+          call.write(create(requestSchema, { messageRequest: { case: "fileContainingSymbol", value: "fraud.v1.DecisionService" } }));
+          call.write(create(requestSchema, { messageRequest: { case: "fileContainingSymbol", value: "fraud.v1.DecisionService.Decide" } }));
+          call.write(create(requestSchema, { messageRequest: { case: "fileContainingSymbol", value: "fraud.v1.NoSuchThing" } }));
+          call.end();
+        });
+        expect(responses).toHaveLength(4);
+        const [list, file, method, missing] = responses;
+        expect(list?.messageResponse.case).toBe("listServicesResponse");
+        const names = list?.messageResponse.case === "listServicesResponse" ? list.messageResponse.value.service.map((s) => s.name) : [];
+        expect(names).toEqual(expect.arrayContaining(["fraud.v1.DecisionService", "fraud.v1.StatusService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"]));
+        for (const response of [file, method]) {
+          expect(response?.messageResponse.case).toBe("fileDescriptorResponse");
+          const protos = response?.messageResponse.case === "fileDescriptorResponse" ? response.messageResponse.value.fileDescriptorProto : [];
+          const fileNames = protos.map((bytes) => fromBinary(FileDescriptorProtoSchema, bytes).name);
+          expect(fileNames[0]).toBe("fraud/v1/decision.proto");
+          expect(fileNames).toEqual(expect.arrayContaining(["fraud/v1/options.proto", "google/protobuf/struct.proto"]));
+        }
+        expect(missing?.messageResponse.case).toBe("errorResponse");
+      } finally {
+        client.close();
+      }
+    });
+  }
+});
