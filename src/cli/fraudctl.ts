@@ -196,6 +196,7 @@ function describeKey(record: ApiKeyRecord) {
 async function serve(io: CliIo, env: NodeJS.ProcessEnv): Promise<number> {
   const config = loadConfig(env);
   const app = buildApp({ config });
+  const address = await app.listen();
   if (config.seedDemoAccount && app.accounts.count() === 0) {
     const demo = app.keys.createAccount("Demo");
     io.out(
@@ -208,13 +209,12 @@ async function serve(io: CliIo, env: NodeJS.ProcessEnv): Promise<number> {
         "  (live keys: fraudctl keys create --account ... --env live --type secret)",
         "",
         "  Try it:",
-        `  curl -s http://localhost:${config.port}/api/v1/decide -H 'X-API-Key: ${demo.keys.test.secret}' \\`,
+        `  curl -s http://localhost:${address.port}/api/v1/decide -H 'X-API-Key: ${demo.keys.test.secret}' \\`,
         `    -H 'Content-Type: application/json' -d '{"userId":"user_1","action":"login","ip":"203.0.113.7"}'`,
         "",
       ].join("\n") + "\n",
     );
   }
-  const address = await app.listen();
   app.logger.log("info", "listening", { host: address.address, port: address.port, dataDir: config.dataDir });
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {

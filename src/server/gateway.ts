@@ -8,6 +8,7 @@ import { ResponseShape } from "../../gen/fraud/v1/options_pb.js";
 import { withCallContext, type CallContext } from "../api/context.js";
 import { allContracts, type MethodContract } from "../api/contract.js";
 import { apiError, describeError } from "../api/errors.js";
+import { jsonShapeViolations } from "../api/json-shape.js";
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
@@ -179,6 +180,11 @@ export class RestGateway {
     if (!hasBody) Object.assign(input, queryToInput(route, url));
     else if (url.search.length > 1) {
       throw apiError("VALIDATION_ERROR", `${route.verb} ${route.template} takes no query parameters`);
+    }
+    const shape = jsonShapeViolations(route.contract.method.input, input);
+    if (shape.length > 0) {
+      const summary = shape.map((v) => `${v.field} ${v.description}`).join("; ");
+      throw apiError("VALIDATION_ERROR", `invalid request: ${summary}`, { fieldViolations: shape });
     }
     route.pathFields.forEach((field, i) => {
       let value: string;

@@ -1,0 +1,86 @@
+import { ScalarType, type DescField, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
+import type { Violation } from "./validation.js";
+
+/**
+ * Checks that a REST JSON body has the JSON types its request message expects,
+ * so a client that sends `"userId": 42` or `"device": [1]` is told which field
+ * is wrong (the protobuf decoder alone would only name the message type).
+ */
+export function jsonShapeViolations(desc: DescMessage, json: Record<string, JsonValue>, prefix = ""): Violation[] {
+  const out: Violation[] = [];
+  for (const [key, value] of Object.entries(json)) {
+    const field = desc.fields.find((f) => f.jsonName === key || f.name === key);
+    const path = prefix + key;
+    if (!field) {
+      out.push({ field: path, description: `is not a field of ${desc.name}` });
+      continue;
+    }
+    if (value === null) continue; // null means "not set" in protobuf JSON
+    checkField(field, value, path, out);
+  }
+  return out;
+}
+
+function checkField(field: DescField, value: JsonValue, path: string, out: Violation[]): void {
+  switch (field.fieldKind) {
+    case "list":
+      if (!Array.isArray(value)) {
+        out.push({ field: path, description: "must be an array" });
+        return;
+      }
+      value.forEach((item, i) => {
+        const itemPath = `${path}[${i}]`;
+        if (field.listKind === "message") checkMessage(field.message, item, itemPath, out);
+        else if (field.listKind === "scalar") checkScalar(field.scalar, item, itemPath, out);
+      });
+      return;
+    case "map":
+      if (typeof value !== "object" || Array.isArray(value)) out.push({ field: path, description: "must be an object" });
+      return;
+    case "message":
+      checkMessage(field.message, value, path, out);
+      return;
+    case "scalar":
+      checkScalar(field.scalar, value, path, out);
+      return;
+    case "enum":
+      if (typeof value !== "string" && typeof value !== "number") out.push({ field: path, description: "must be a string" });
+      return;
+  }
+}
+
+function checkMessage(desc: DescMessage, value: JsonValue, path: string, out: Violation[]): void {
+  if (desc.typeName === "google.protobuf.Value") return; // any JSON value
+  if (desc.typeName === "google.protobuf.Timestamp") {
+    if (typeof value !== "string") out.push({ field: path, description: "must be an RFC 3339 timestamp string" });
+    return;
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    out.push({ field: path, description: "must be an object" });
+    return;
+  }
+  if (desc.typeName.startsWith("google.protobuf.")) return; // Struct and friends: any object
+  out.push(...jsonShapeViolations(desc, value, `${path}.`));
+}
+
+function checkScalar(scalar: ScalarType, value: JsonValue, path: string, out: Violation[]): void {
+  switch (scalar) {
+    case ScalarType.STRING:
+    case ScalarType.BYTES:
+      if (typeof value !== "string") out.push({ field: path, description: "must be a string" });
+      return;
+    case ScalarType.BOOL:
+      if (typeof value !== "boolean") out.push({ field: path, description: "must be true or false" });
+      return;
+    default: {
+      // Protobuf JSON also accepts numbers as strings (64-bit integers need it).
+      const numeric = typeof value === "number" || (typeof value === "string" && value.trim() !== "" && Number.isFinite(Number(value)));
+      if (!numeric) {
+        out.push({ field: path, description: "must be a number" });
+        return;
+      }
+      const isInteger = scalar !== ScalarType.DOUBLE && scalar !== ScalarType.FLOAT;
+      if (isInteger && !Number.isInteger(Number(value))) out.push({ field: path, description: "must be a whole number" });
+    }
+  }
+}

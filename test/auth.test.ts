@@ -1,0 +1,144 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { getOption, type DescMessage } from "@bufbuild/protobuf";
+import { validate } from "../gen/fraud/v1/options_pb.js";
+import { allContracts } from "../src/api/contract.js";
+import { ROTATION_GRACE_MS } from "../src/auth/keys.js";
+import { ManualClock } from "./helpers/clock.js";
+import { startTestServer, type TestServer } from "./helpers/server.js";
+
+const clock = new ManualClock();
+let server: TestServer;
+let keys: ReturnType<TestServer["createAccount"]>["keys"];
+let accountId: string;
+
+beforeAll(async () => {
+  server = await startTestServer({ clock });
+  const account = server.createAccount("Acme");
+  keys = account.keys;
+  accountId = account.account.id;
+});
+afterAll(() => server.close());
+
+/** The prefix the contract requires of a request's `id` field (dec_, case_, ...). */
+function idPrefix(input: DescMessage): string {
+  const field = input.fields.find((f) => f.name === "id");
+  return field ? getOption(field, validate).prefix : "";
+}
+
+/** Every REST endpoint of the contract, with a syntactically valid path. */
+const endpoints = [...allContracts()].map((contract) => ({
+  name: contract.method.name,
+  verb: contract.http.method,
+  path: contract.http.path.replace("{id}", `${idPrefix(contract.method.input)}example`),
+  permission: contract.access.permission,
+  anonymous: contract.access.allowAnonymous,
+}));
+
+async function call(endpoint: (typeof endpoints)[number], key?: string, header: "x-api-key" | "authorization" = "x-api-key") {
+  const headers: Record<string, string> = { "content-type": "application/json" };
+  if (key) headers[header] = header === "authorization" ? `Bearer ${key}` : key;
+  const res = await fetch(`${server.url}${endpoint.path}`, {
+    method: endpoint.verb,
+    headers,
+    body: endpoint.verb === "GET" || endpoint.verb === "DELETE" ? undefined : "{}",
+  });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+describe("access per endpoint (part 5.2 of the specification)", () => {
+  it("covers every endpoint of the contract", () => {
+    expect(endpoints.map((e) => `${e.verb} ${e.path}`)).toEqual(
+      expect.arrayContaining(["POST /api/v1/decide", "POST /api/v1/analyze", "POST /api/v1/feedback", "GET /api/v1/cases", "GET /api/v1/policies", "POST /api/v1/webhooks", "GET /api/v1/webhooks", "GET /api/v1/status"]),
+    );
+  });
+
+  for (const endpoint of endpoints) {
+    const publishableAllowed = endpoint.name === "Decide" || endpoint.name === "Analyze";
+    it(`${endpoint.verb} ${endpoint.path}: no key ${endpoint.anonymous ? "served" : "401"}, publishable ${publishableAllowed ? "allowed" : "403"}, secret allowed`, async () => {
+      const anonymous = await call(endpoint);
+      if (endpoint.anonymous) expect(anonymous).toBe(200);
+      else expect(anonymous).toBe(401);
+
+      const publishable = await call(endpoint, keys.test.publishable);
+      if (publishableAllowed || endpoint.anonymous) expect([401, 403]).not.toContain(publishable);
+      else expect(publishable).toBe(403);
+
+      for (const secret of [keys.test.secret, keys.live.secret]) {
+        expect([401, 403]).not.toContain(await call(endpoint, secret));
+        expect([401, 403]).not.toContain(await call(endpoint, secret, "authorization"));
+      }
+    });
+  }
+
+  it("limits a restricted secret key to the permissions it was given", async () => {
+    const restricted = server.app.keys.issue({ accountId, environment: "live", kind: "secret", permissions: ["cases:read"] }).key;
+    for (const endpoint of endpoints) {
+      const status = await call(endpoint, restricted);
+      if (endpoint.permission === "cases:read" || endpoint.anonymous) expect([401, 403], endpoint.name).not.toContain(status);
+      else expect(status, endpoint.name).toBe(403);
+    }
+  });
+
+  it("answers 401 for malformed, unknown and forged keys", async () => {
+    const decide = endpoints.find((e) => e.name === "Decide");
+    if (!decide) throw new Error("decide missing");
+    for (const bad of ["nope", "sk_live_short", `sk_live_${"A".repeat(32)}`, keys.test.secret.replace(/^sk_test/, "sk_live"), keys.test.secret.slice(0, -1) + (keys.test.secret.endsWith("a") ? "b" : "a")]) {
+      expect(await call(decide, bad), bad).toBe(401);
+    }
+  });
+});
+
+describe("key rotation and revocation (part 3.3)", () => {
+  it("keeps the old key working for 24 hours, then refuses it", async () => {
+    const status = endpoints.find((e) => e.name === "ListCases");
+    if (!status) throw new Error("missing");
+    const original = server.app.keys.issue({ accountId, environment: "live", kind: "secret" }).key;
+    const rotated = server.app.keys.rotate(original).key;
+    expect(rotated).toMatch(/^sk_live_[0-9A-Za-z]{32}$/);
+    expect(await call(status, original)).not.toBe(401);
+    expect(await call(status, rotated)).not.toBe(401);
+    clock.advance(ROTATION_GRACE_MS - 1);
+    expect(await call(status, original)).not.toBe(401);
+    clock.advance(1);
+    expect(await call(status, original)).toBe(401);
+    expect(await call(status, rotated)).not.toBe(401);
+  });
+
+  it("refuses to rotate a key twice and revokes at once", async () => {
+    const status = endpoints.find((e) => e.name === "ListCases");
+    if (!status) throw new Error("missing");
+    const key = server.app.keys.issue({ accountId, environment: "test", kind: "secret" }).key;
+    server.app.keys.rotate(key);
+    expect(() => server.app.keys.rotate(key)).toThrow(/already rotated/);
+    const other = server.app.keys.issue({ accountId, environment: "test", kind: "secret" }).key;
+    expect(await call(status, other)).not.toBe(401);
+    server.app.keys.revoke(other);
+    expect(await call(status, other)).toBe(401);
+  });
+});
+
+describe("secrets stay secret", () => {
+  it("stores keys only as SHA-256 hashes", () => {
+    const rows = server.app.db.prepare("SELECT * FROM api_keys").all() as Array<Record<string, unknown>>;
+    const dump = JSON.stringify(rows);
+    for (const key of [keys.test.secret, keys.test.publishable, keys.live.secret, keys.live.publishable]) {
+      expect(dump).not.toContain(key);
+      expect(dump).not.toContain(key.slice(8));
+    }
+    expect(rows.every((row) => /^[0-9a-f]{64}$/.test(String(row.key_hash)))).toBe(true);
+  });
+
+  it("logs only the last 4 characters of a key", async () => {
+    const decide = endpoints.find((e) => e.name === "Decide");
+    if (!decide) throw new Error("missing");
+    await call(decide, keys.live.secret);
+    await call(decide, keys.live.publishable);
+    const logs = server.logs.join("\n");
+    for (const key of [keys.test.secret, keys.test.publishable, keys.live.secret, keys.live.publishable]) {
+      expect(logs).not.toContain(key);
+      expect(logs).not.toContain(key.slice(0, -4));
+    }
+    expect(logs).toContain(`"key":"…${keys.live.secret.slice(-4)}"`);
+  });
+});

@@ -1,0 +1,123 @@
+import http from "node:http";
+import fs from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runFraudctl, startServerProcess, type ServerProcess } from "./helpers/process.js";
+import { tempDir } from "./helpers/server.js";
+
+const dataDir = tempDir();
+const env = { FRAUD_DATA_DIR: dataDir };
+let server: ServerProcess;
+
+beforeAll(async () => {
+  server = await startServerProcess(env);
+});
+afterAll(async () => {
+  server.child.kill("SIGKILL");
+  fs.rmSync(dataDir, { recursive: true, force: true });
+});
+
+async function listCases(key: string): Promise<number> {
+  const res = await fetch(`${server.url}/api/v1/cases`, { headers: { "x-api-key": key } });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+describe("first run", () => {
+  it("creates a demo account on an empty data dir and prints its test keys and a curl line", () => {
+    const output = server.output();
+    expect(output).toMatch(/test publishable key: pk_test_[0-9A-Za-z]{32}/);
+    expect(output).toMatch(/test secret key: +sk_test_[0-9A-Za-z]{32}/);
+    expect(output).toContain(`curl -s http://localhost:${server.port}/api/v1/decide`);
+  });
+});
+
+describe("fraudctl against a running server", () => {
+  let account: { account: { id: string }; keys: Record<"test" | "live", { publishable: string; secret: string }> };
+
+  it("creates an account with a key pair per environment, usable at once", async () => {
+    const result = await runFraudctl(["accounts", "create", "--name", "Acme", "--decide-rate-limit", "500", "--json"], env);
+    expect(result.code).toBe(0);
+    account = JSON.parse(result.stdout) as typeof account;
+    expect(account.account.id).toMatch(/^acct_/);
+    expect(account.keys.test.publishable).toMatch(/^pk_test_/);
+    expect(account.keys.test.secret).toMatch(/^sk_test_/);
+    expect(account.keys.live.publishable).toMatch(/^pk_live_/);
+    expect(account.keys.live.secret).toMatch(/^sk_live_/);
+    expect(await listCases(account.keys.live.secret)).not.toBe(401);
+  });
+
+  it("rotates a key: the new one works at once and the old one keeps working", async () => {
+    const result = await runFraudctl(["keys", "rotate", account.keys.live.secret, "--json"], env);
+    expect(result.code).toBe(0);
+    const rotated = JSON.parse(result.stdout) as { key: string; replaces: string; oldKeyValidUntil: string };
+    expect(rotated.key).toMatch(/^sk_live_/);
+    expect(Date.parse(rotated.oldKeyValidUntil) - Date.now()).toBeGreaterThan(23 * 3600 * 1000);
+    expect(await listCases(rotated.key)).not.toBe(401);
+    expect(await listCases(account.keys.live.secret)).not.toBe(401);
+
+    const byId = await runFraudctl(["keys", "rotate", rotated.replaces, "--json"], env);
+    expect(byId.code).toBe(2);
+    expect(byId.stderr).toMatch(/already rotated/);
+  });
+
+  it("revokes a key by id with immediate effect", async () => {
+    const listed = await runFraudctl(["keys", "list", "--account", account.account.id, "--json"], env);
+    const keys = (JSON.parse(listed.stdout) as { keys: Array<{ id: string; kind: string; environment: string; key: string; status: string }> }).keys;
+    for (const key of Object.values(account.keys).flatMap((pair) => Object.values(pair))) {
+      expect(listed.stdout).not.toContain(key);
+    }
+    const testSecret = keys.find((k) => k.environment === "test" && k.kind === "secret");
+    expect(testSecret?.key).toBe(`…${account.keys.test.secret.slice(-4)}`);
+    const revoked = await runFraudctl(["keys", "revoke", testSecret?.id ?? "", "--json"], env);
+    expect(revoked.code).toBe(0);
+    expect(await listCases(account.keys.test.secret)).toBe(401);
+  });
+
+  it("creates restricted keys and rejects unknown permissions", async () => {
+    const bad = await runFraudctl(["keys", "create", "--account", account.account.id, "--env", "live", "--type", "secret", "--permissions", "cases:read,launch:missiles"], env);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/unknown permissions: launch:missiles/);
+    const good = await runFraudctl(["keys", "create", "--account", account.account.id, "--env", "live", "--type", "secret", "--permissions", "cases:read", "--json"], env);
+    expect(good.code).toBe(0);
+    const key = (JSON.parse(good.stdout) as { key: string }).key;
+    expect(await listCases(key)).not.toBe(403);
+    const policies = await fetch(`${server.url}/api/v1/policies`, { headers: { "x-api-key": key } });
+    expect(policies.status).toBe(403);
+  });
+
+  it("explains its usage on a wrong command", async () => {
+    const result = await runFraudctl(["keys", "explode"], env);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/unknown keys command explode/);
+    expect(result.stderr).toMatch(/Usage:/);
+  });
+});
+
+describe("SIGTERM", () => {
+  it("drains a request in flight, then exits cleanly", async () => {
+    const created = await runFraudctl(["accounts", "create", "--name", "Drain", "--json"], env);
+    const key = (JSON.parse(created.stdout) as { keys: { test: { secret: string } } }).keys.test.secret;
+    const body = JSON.stringify({ payload: "{}", signature: "sha256=00", timestamp: "1", secret: "whsec_x" });
+    const response = new Promise<number>((resolve, reject) => {
+      const req = http.request(`${server.url}/api/v1/webhooks`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": key, "content-length": Buffer.byteLength(body) },
+      }, (res) => {
+        res.resume();
+        res.on("end", () => resolve(res.statusCode ?? 0));
+      });
+      req.on("error", reject);
+      req.write(body.slice(0, 10));
+      // The request is in flight when SIGTERM arrives; its body completes afterwards.
+      setTimeout(() => {
+        server.child.kill("SIGTERM");
+        setTimeout(() => req.end(body.slice(10)), 300);
+      }, 100);
+    });
+    const status = await response;
+    expect(status).toBeGreaterThanOrEqual(200);
+    expect(status).toBeLessThan(500 + 2); // answered (501 until webhooks land), not dropped
+    expect(await server.exited).toBe(0);
+    expect(server.output()).toMatch(/"msg":"stopped"/);
+  });
+});

@@ -1,0 +1,122 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import * as grpc from "@grpc/grpc-js";
+import { RateLimiter } from "../src/api/rate-limiter.js";
+import { DecisionService, AnalyzeRequestSchema, AnalyzeResponseSchema } from "../gen/fraud/v1/decision_pb.js";
+import { ManualClock } from "./helpers/clock.js";
+import { grpcClient, grpcUnary } from "./helpers/grpc.js";
+import { startTestServer, type TestServer } from "./helpers/server.js";
+
+describe("RateLimiter (sliding window counter)", () => {
+  it("admits exactly the limit, then refuses with a Retry-After until the window has slid", () => {
+    const clock = new ManualClock(0);
+    const limiter = new RateLimiter(clock);
+    const check = [{ name: "decide", key: "k1", limit: 100, windowMs: 60_000 }];
+    for (let i = 0; i < 100; i++) expect(limiter.consume(check).allowed).toBe(true);
+    const refused = limiter.consume(check);
+    expect(refused.allowed).toBe(false);
+    expect(refused.retryAfterSeconds).toBeGreaterThan(0);
+    expect(refused.retryAfterSeconds).toBeLessThanOrEqual(120);
+    expect(refused.states[0]).toMatchObject({ name: "decide", limit: 100, remaining: 0 });
+    // Another identity is unaffected.
+    expect(limiter.consume([{ ...check[0]!, key: "k2" }]).allowed).toBe(true);
+    clock.advance(refused.retryAfterSeconds * 1000);
+    expect(limiter.consume(check).allowed).toBe(true);
+  });
+
+  it("weights the previous window by its remaining overlap", () => {
+    const clock = new ManualClock(0);
+    const limiter = new RateLimiter(clock);
+    const check = [{ name: "w", key: "k", limit: 10, windowMs: 1000 }];
+    for (let i = 0; i < 10; i++) limiter.consume(check);
+    clock.advance(1500); // half of the previous window still overlaps: 5 of 10 count
+    let admitted = 0;
+    while (limiter.consume(check).allowed) admitted++;
+    expect(admitted).toBe(5);
+  });
+
+  it("counts a call only when every rule admits it", () => {
+    const clock = new ManualClock(0);
+    const limiter = new RateLimiter(clock);
+    const hourly = { name: "hourly", key: "a", limit: 2, windowMs: 3_600_000 };
+    const daily = { name: "daily", key: "a", limit: 3, windowMs: 86_400_000 };
+    expect(limiter.consume([hourly, daily]).allowed).toBe(true);
+    expect(limiter.consume([hourly, daily]).allowed).toBe(true);
+    expect(limiter.consume([hourly, daily]).allowed).toBe(false);
+    clock.advance(2 * 3_600_000);
+    expect(limiter.consume([hourly, daily]).allowed).toBe(true);
+    const refused = limiter.consume([hourly, daily]);
+    expect(refused.allowed).toBe(false);
+    expect(refused.states.find((s) => s.name === "daily")?.remaining).toBe(0);
+  });
+});
+
+describe("rate limits over the API", () => {
+  const clock = new ManualClock();
+  let server: TestServer;
+
+  beforeAll(async () => {
+    server = await startTestServer({ clock, env: { FRAUD_ANALYZE_RATE_LIMIT: "5" } });
+  });
+  afterAll(() => server.close());
+
+  const decide = (key: string, headers: Record<string, string> = {}) =>
+    fetch(`${server.url}/api/v1/decide`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": key, ...headers },
+      body: JSON.stringify({ userId: "u1", action: "login" }),
+    });
+
+  it("allows 100 decides per minute per key, then 429 with Retry-After and RateLimit headers", async () => {
+    const { keys } = server.createAccount();
+    for (let i = 0; i < 100; i++) {
+      const res = await decide(keys.test.secret);
+      await res.arrayBuffer();
+      expect(res.status).not.toBe(429);
+    }
+    const refused = await decide(keys.test.secret);
+    expect(refused.status).toBe(429);
+    const body = (await refused.json()) as { error: { code: string; details: { retryAfterSeconds: number } } };
+    expect(body.error.code).toBe("RATE_LIMIT_EXCEEDED");
+    const retryAfter = Number(refused.headers.get("retry-after"));
+    expect(retryAfter).toBeGreaterThan(0);
+    expect(body.error.details.retryAfterSeconds).toBe(retryAfter);
+    expect(refused.headers.get("ratelimit-policy")).toBe('"decide";q=100;w=60');
+    expect(refused.headers.get("ratelimit")).toMatch(/^"decide";r=0;t=\d+$/);
+    // The other key of the same account has its own budget.
+    expect((await decide(keys.test.publishable)).status).not.toBe(429);
+    clock.advance(retryAfter * 1000);
+    expect((await decide(keys.test.secret)).status).not.toBe(429);
+  });
+
+  it("honours an account's own decide limit", async () => {
+    const { keys } = server.createAccount("Small", { decide: 3 });
+    for (let i = 0; i < 3; i++) expect((await decide(keys.live.secret)).status).not.toBe(429);
+    const refused = await decide(keys.live.secret);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("ratelimit-policy")).toBe('"decide";q=3;w=60');
+  });
+
+  it("limits analyze per client IP, raised or lowered by FRAUD_ANALYZE_RATE_LIMIT, also over gRPC", async () => {
+    const { keys } = server.createAccount();
+    const other = server.createAccount().keys;
+    const analyze = (key: string) =>
+      fetch(`${server.url}/api/v1/analyze`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": key },
+        body: JSON.stringify({ action: "login" }),
+      });
+    for (let i = 0; i < 5; i++) expect((await analyze(i % 2 ? keys.test.publishable : other.test.secret)).status).not.toBe(429);
+    // Per IP, whatever the key.
+    expect((await analyze(keys.live.secret)).status).toBe(429);
+    const client = grpcClient(server.port);
+    try {
+      const result = await grpcUnary(client, DecisionService, "Analyze", AnalyzeRequestSchema, AnalyzeResponseSchema, { action: "login" }, { "x-api-key": keys.test.secret });
+      expect(result.error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+      expect(result.trailers?.get("fraud-error-code")).toEqual(["RATE_LIMIT_EXCEEDED"]);
+      expect(Number(result.trailers?.get("retry-after")[0])).toBeGreaterThan(0);
+    } finally {
+      client.close();
+    }
+    clock.advance(120_000);
+  });
+});

@@ -1,0 +1,186 @@
+import http from "node:http";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createClient, ConnectError, Code } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import * as grpc from "@grpc/grpc-js";
+import { DecisionService, DecideRequestSchema, DecideResponseSchema } from "../gen/fraud/v1/decision_pb.js";
+import { ErrorDetailSchema } from "../gen/fraud/v1/errors_pb.js";
+import { grpcClient, grpcUnary } from "./helpers/grpc.js";
+import { startTestServer, type TestServer } from "./helpers/server.js";
+
+let server: TestServer;
+let secret: string;
+
+interface ErrorBody {
+  success: false;
+  error: { code: string; message: string; details: { fieldViolations?: Array<{ field: string; description: string }> } };
+  meta: { requestId: string; latencyMs: number };
+}
+
+beforeAll(async () => {
+  server = await startTestServer({ config: { maxBodyBytes: 4096 } });
+  secret = server.createAccount().keys.test.secret;
+});
+afterAll(() => server.close());
+
+async function post(path: string, body: string | Buffer, headers: Record<string, string> = {}) {
+  const res = await fetch(`${server.url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": secret, ...headers },
+    body,
+  });
+  return { status: res.status, headers: res.headers, body: (await res.json()) as ErrorBody };
+}
+
+describe("bad input gets a precise 4xx, never a 500", () => {
+  it("names every offending field of a decide request", async () => {
+    const { status, body } = await post("/api/v1/decide", JSON.stringify({ action: "teleport", userId: "x".repeat(257), ip: "999.1.1.1", currency: "usd" }));
+    expect(status).toBe(400);
+    expect(body.success).toBe(false);
+    expect(body.error.code).toBe("VALIDATION_ERROR");
+    expect(body.meta.requestId).toMatch(/^req_/);
+    expect(body.error.details.fieldViolations).toEqual([
+      { field: "userId", description: "must be at most 256 characters" },
+      { field: "action", description: expect.stringContaining("must be one of login, signup") },
+      { field: "ip", description: "must be an IPv4 or IPv6 address" },
+      { field: "currency", description: "must be an ISO 4217 code of three upper-case letters" },
+    ]);
+  });
+
+  it("reports missing required fields", async () => {
+    const { status, body } = await post("/api/v1/decide", "{}");
+    expect(status).toBe(400);
+    expect(body.error.details.fieldViolations?.map((v) => v.field)).toEqual(["userId", "action"]);
+  });
+
+  it("checks nested messages with their JSON path", async () => {
+    const { status, body } = await post("/api/v1/decide", JSON.stringify({ userId: "u", action: "login", behavior: { timeOnPageMs: -5 } }));
+    expect(status).toBe(400);
+    expect(body.error.details.fieldViolations).toEqual([{ field: "behavior.timeOnPageMs", description: "must be at least 0" }]);
+  });
+
+  it("refuses malformed JSON", async () => {
+    const { status, body } = await post("/api/v1/decide", '{"userId": "u",');
+    expect(status).toBe(400);
+    expect(body.error.code).toBe("VALIDATION_ERROR");
+    expect(body.error.message).toMatch(/not valid JSON/);
+  });
+
+  it("refuses a JSON array or scalar where an object belongs", async () => {
+    for (const payload of ["[1,2]", "42", "null", '"text"']) {
+      const { status, body } = await post("/api/v1/decide", payload);
+      expect(status, payload).toBe(400);
+      expect(body.error.message).toMatch(/must be a JSON object/);
+    }
+  });
+
+  it("refuses wrong types and names the field", async () => {
+    const { status, body } = await post("/api/v1/decide", JSON.stringify({ userId: 42, action: "login" }));
+    expect(status).toBe(400);
+    expect(body.error.code).toBe("VALIDATION_ERROR");
+    expect(body.error.details.fieldViolations).toEqual([{ field: "userId", description: "must be a string" }]);
+  });
+
+  it("refuses an array where an object belongs inside the body", async () => {
+    const { status, body } = await post("/api/v1/decide", JSON.stringify({ userId: "u", action: "login", device: [1] }));
+    expect(status).toBe(400);
+    expect(body.error.details.fieldViolations).toEqual([{ field: "device", description: "must be an object" }]);
+  });
+
+  it("refuses unknown fields, so typos do not pass silently", async () => {
+    const { status, body } = await post("/api/v1/decide", JSON.stringify({ userID: "u", action: "login" }));
+    expect(status).toBe(400);
+    expect(body.error.details.fieldViolations).toEqual([{ field: "userID", description: "is not a field of DecideRequest" }]);
+  });
+
+  it("refuses bodies over the documented limit with 413", async () => {
+    const { status, body } = await post("/api/v1/decide", JSON.stringify({ userId: "u", action: "login", email: "x".repeat(5000) }));
+    expect(status).toBe(413);
+    expect(body.error.code).toBe("PAYLOAD_TOO_LARGE");
+  });
+
+  it("refuses an oversized body sent without Content-Length (chunked)", async () => {
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = http.request(`${server.url}/api/v1/decide`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": secret } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on("error", reject);
+      for (let i = 0; i < 10; i++) req.write("x".repeat(1000));
+      req.end();
+    });
+    expect(status).toBe(413);
+  });
+
+  it("refuses deeply nested bodies", async () => {
+    const deep = '{"userId":"u","action":"login","metadata":' + '{"a":'.repeat(100) + "1" + "}".repeat(100) + "}";
+    const { status, body } = await post("/api/v1/decide", deep);
+    expect(status).toBe(400);
+    expect(body.error.message).toMatch(/nested deeper/);
+  });
+
+  it("refuses a non-JSON content type with 415", async () => {
+    const { status, body } = await post("/api/v1/decide", "userId=u&action=login", { "content-type": "application/x-www-form-urlencoded" });
+    expect(status).toBe(415);
+    expect(body.error.code).toBe("UNSUPPORTED_MEDIA_TYPE");
+  });
+
+  it("answers 404 for unknown paths and 405 with Allow for wrong methods", async () => {
+    const missing = await fetch(`${server.url}/api/v1/nothing-here`, { headers: { "x-api-key": secret } });
+    expect(missing.status).toBe(404);
+    expect(((await missing.json()) as ErrorBody).error.code).toBe("NOT_FOUND");
+    const wrong = await fetch(`${server.url}/api/v1/decide`, { method: "GET", headers: { "x-api-key": secret } });
+    expect(wrong.status).toBe(405);
+    expect(wrong.headers.get("allow")).toBe("POST");
+    expect(((await wrong.json()) as ErrorBody).error.code).toBe("METHOD_NOT_ALLOWED");
+  });
+
+  it("validates query parameters by type and name", async () => {
+    const badLimit = await fetch(`${server.url}/api/v1/cases?limit=500`, { headers: { "x-api-key": secret } });
+    expect(badLimit.status).toBe(400);
+    expect(((await badLimit.json()) as ErrorBody).error.details.fieldViolations).toEqual([{ field: "limit", description: "must be at most 100" }]);
+    const notNumber = await fetch(`${server.url}/api/v1/cases?limit=ten`, { headers: { "x-api-key": secret } });
+    expect(notNumber.status).toBe(400);
+    const unknown = await fetch(`${server.url}/api/v1/cases?colour=red`, { headers: { "x-api-key": secret } });
+    expect(unknown.status).toBe(400);
+    expect(((await unknown.json()) as ErrorBody).error.message).toMatch(/unknown query parameter colour/);
+    const badStatus = await fetch(`${server.url}/api/v1/cases?status=closed`, { headers: { "x-api-key": secret } });
+    expect(badStatus.status).toBe(400);
+  });
+
+  it("validates id prefixes in paths", async () => {
+    const res = await fetch(`${server.url}/api/v1/decisions/evi_123`, { headers: { "x-api-key": secret } });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as ErrorBody).error.details.fieldViolations).toEqual([{ field: "id", description: "must start with dec_" }]);
+  });
+
+  it("carries the same failure over Connect with the code string", async () => {
+    const client = createClient(DecisionService, createConnectTransport({ baseUrl: server.url, httpVersion: "1.1" }));
+    const error = await client.decide({ userId: "", action: "login" }, { headers: { "x-api-key": secret } }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ConnectError);
+    const connectError = error as ConnectError;
+    expect(connectError.code).toBe(Code.InvalidArgument);
+    expect(connectError.metadata.get("fraud-error-code")).toBe("VALIDATION_ERROR");
+    const detail = connectError.findDetails(ErrorDetailSchema)[0];
+    expect(detail?.code).toBe("VALIDATION_ERROR");
+    expect(detail?.fieldViolations.map((v) => v.field)).toEqual(["userId"]);
+  });
+
+  it("carries the same failure over gRPC with the code string in the trailers", async () => {
+    const client = grpcClient(server.port);
+    try {
+      const result = await grpcUnary(client, DecisionService, "Decide", DecideRequestSchema, DecideResponseSchema, { userId: "u", action: "nope" }, { "x-api-key": secret });
+      expect(result.error?.code).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(result.error?.details).toMatch(/action must be one of/);
+      expect(result.trailers?.get("fraud-error-code")).toEqual(["VALIDATION_ERROR"]);
+    } finally {
+      client.close();
+    }
+  });
+
+  it("never answered with a server error during these tests", async () => {
+    const metrics = await (await fetch(`${server.url}/api/metrics`)).text();
+    expect(metrics).not.toMatch(/outcome="server_error"/);
+    expect(metrics).toMatch(/fraud_requests_total\{route="POST \/api\/v1\/decide",protocol="rest",outcome="client_error",code="VALIDATION_ERROR"\}/);
+  });
+});

@@ -1,0 +1,108 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestServer, type TestServer } from "./helpers/server.js";
+
+let server: TestServer;
+let keys: ReturnType<TestServer["createAccount"]>["keys"];
+
+beforeAll(async () => {
+  server = await startTestServer();
+  keys = server.createAccount().keys;
+});
+afterAll(() => server.close());
+
+interface StatusBody {
+  success: boolean;
+  data: {
+    status: string;
+    uptime: string;
+    lastUpdated: string;
+    components: Array<{ name: string; status: string; metrics?: { latencyP50Ms: number; latencyP99Ms: number; requestCount: number; successCount: number; failureCount: number; detail: string } }>;
+  };
+  meta: { requestId: string; latencyMs: number };
+}
+
+async function status(query: string, key?: string): Promise<{ code: number; body: StatusBody }> {
+  const res = await fetch(`${server.url}/api/v1/status${query}`, { headers: key ? { "x-api-key": key } : {} });
+  return { code: res.status, body: (await res.json()) as StatusBody };
+}
+
+describe("GET /api/v1/status", () => {
+  it("answers the public report without a key, in the envelope", async () => {
+    const { code, body } = await status("?public=true");
+    expect(code).toBe(200);
+    expect(body.success).toBe(true);
+    expect(body.data.status).toBe("operational");
+    expect(body.data.uptime).toMatch(/^\d{1,3}\.\d{2}%$/);
+    expect(new Date(body.data.lastUpdated).toISOString()).toBe(body.data.lastUpdated);
+    expect(body.data.components).toEqual([
+      { name: "API Edge", status: "operational" },
+      { name: "API Node", status: "operational" },
+      { name: "Dashboard", status: "operational" },
+      { name: "Data Sync", status: "operational" },
+    ]);
+    expect(body.meta.requestId).toMatch(/^req_/);
+    expect(typeof body.meta.latencyMs).toBe("number");
+  });
+
+  it("adds per-component latency and request counts for a secret key, from real counters", async () => {
+    await fetch(`${server.url}/api/v1/cases`, { headers: { "x-api-key": keys.test.secret } });
+    const { body } = await status("", keys.test.secret);
+    const edge = body.data.components.find((c) => c.name === "API Edge");
+    expect(edge?.metrics?.requestCount).toBeGreaterThanOrEqual(2);
+    expect(edge?.metrics?.successCount).toBe(edge?.metrics?.requestCount);
+    expect(edge?.metrics?.failureCount).toBe(0);
+    expect(edge?.metrics?.latencyP99Ms).toBeGreaterThanOrEqual(edge?.metrics?.latencyP50Ms ?? 0);
+    const dashboard = body.data.components.find((c) => c.name === "Dashboard");
+    expect(dashboard?.metrics?.requestCount).toBeGreaterThanOrEqual(1);
+    const dataSync = body.data.components.find((c) => c.name === "Data Sync");
+    expect(dataSync?.metrics?.detail).toMatch(/database ok; 0 pending background tasks/);
+  });
+
+  it("gives publishable keys and public=true the public report only", async () => {
+    for (const [query, key] of [["", keys.test.publishable], ["?public=true", keys.test.secret]] as const) {
+      const { code, body } = await status(query, key);
+      expect(code).toBe(200);
+      expect(body.data.components.every((c) => c.metrics === undefined)).toBe(true);
+    }
+  });
+
+  it("refuses an invalid key even where no key is needed", async () => {
+    const { code } = await status("?public=true", "sk_test_notAValidKeyAtAll00000000000000");
+    expect(code).toBe(401);
+  });
+
+  it("reports an unhealthy database as an outage of Data Sync and fails readiness", async () => {
+    const broken = await startTestServer();
+    try {
+      broken.app.db.close();
+      const res = await fetch(`${broken.url}/api/v1/status?public=true`);
+      const body = (await res.json()) as StatusBody;
+      expect(body.data.status).toBe("outage");
+      expect(body.data.components.find((c) => c.name === "Data Sync")?.status).toBe("outage");
+      const health = await fetch(`${broken.url}/api/health`);
+      expect(health.status).toBe(503);
+      expect(((await health.json()) as { ready: boolean }).ready).toBe(false);
+      expect((await fetch(`${broken.url}/api/health/live`)).status).toBe(200);
+    } finally {
+      await broken.app.close().catch(() => undefined);
+    }
+  });
+});
+
+describe("diagnostics", () => {
+  it("serves Prometheus metrics with counts and latency by route", async () => {
+    const text = await (await fetch(`${server.url}/api/metrics`)).text();
+    expect(text).toMatch(/# TYPE fraud_requests_total counter/);
+    expect(text).toMatch(/fraud_requests_total\{route="GET \/api\/v1\/status",protocol="rest",outcome="success",code="OK"\} \d+/);
+    expect(text).toMatch(/fraud_request_duration_seconds_bucket\{route="GET \/api\/v1\/status",le="\+Inf"\} \d+/);
+    expect(text).toMatch(/fraud_ready 1/);
+  });
+
+  it("serves /api/health with the database check", async () => {
+    const res = await fetch(`${server.url}/api/health`);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { status: string; live: boolean; ready: boolean; checks: Array<{ name: string; ok: boolean }> };
+    expect(body).toMatchObject({ status: "ok", live: true, ready: true });
+    expect(body.checks.find((c) => c.name === "database")?.ok).toBe(true);
+  });
+});
