@@ -1,0 +1,47 @@
+// Device fingerprint: a canonical string of the characteristics that stay the
+// same across visits of one browser on one device, and a short hash of it.
+// Browser versions, window sizes and counters are left out because they
+// change on every update or visit. The caller derives visitorId by keying
+// the canonical string with a per-account secret; deviceHash is unkeyed and
+// only meant for display and grouping.
+
+import { createHash } from "node:crypto";
+import { computeUserAgentSignals } from "./signals/user-agent.js";
+import type { DeviceInput } from "./types.js";
+
+export interface DeviceFingerprint {
+  /** JSON with a fixed key order; identical devices give identical strings. */
+  canonical: string;
+  /** First 12 hex characters of the SHA-256 of `canonical`. */
+  deviceHash: string;
+}
+
+const DEVICE_HASH_LENGTH = 12;
+
+export function deviceFingerprint(device: DeviceInput | undefined, userAgent: string): DeviceFingerprint {
+  const parsed = computeUserAgentSignals(userAgent);
+  const input = device ?? {};
+  const screen = input.screen;
+  // Keys are listed in a fixed order, so JSON.stringify is canonical.
+  const stable = {
+    browser: parsed.browser,
+    os: parsed.os,
+    deviceType: parsed.deviceType,
+    platform: input.platform ?? "",
+    webglRenderer: input.webglRenderer ?? "",
+    webglVendor: input.webglVendor ?? "",
+    timezone: input.timezone ?? "",
+    language: (input.languages ?? [])[0]?.toLowerCase() ?? "",
+    // Rotating a phone swaps width and height; order them so both give one fingerprint.
+    screen:
+      screen === undefined
+        ? null
+        : [Math.max(screen.width, screen.height), Math.min(screen.width, screen.height), screen.colorDepth, screen.pixelRatio],
+    hardwareConcurrency: input.hardwareConcurrency ?? null,
+    deviceMemory: input.deviceMemory ?? null,
+    maxTouchPoints: input.touchSupport?.maxTouchPoints ?? null,
+  };
+  const canonical = JSON.stringify(stable);
+  const deviceHash = createHash("sha256").update(canonical).digest("hex").slice(0, DEVICE_HASH_LENGTH);
+  return { canonical, deviceHash };
+}

@@ -1,0 +1,23 @@
+// Public API of the decision engine. Everything here is pure (no I/O) except
+// ReferenceData loading and list reloading.
+
+export { REASONS, REASON_CODES } from "./reasons.js";
+export type { ReasonCode, ReasonInfo } from "./reasons.js";
+export { CATEGORIES, DEFAULT_WEIGHTS, MAX_WEIGHT, MIN_WEIGHT, validateWeights } from "./weights.js";
+export type { Category, CategoryWeights, WeightsValidation } from "./weights.js";
+export { ReferenceData, DEFAULT_DATACENTER_RANGES_PATH } from "./reference-data.js";
+export type { ReferenceDataOptions, SharedReferenceData } from "./reference-data.js";
+export { computeFastSignals, computeStoreSignals, mergeSignals, EMPTY_HISTORY_SNAPSHOT } from "./signals.js";
+export {
+  scoreSignals,
+  decideFromScore,
+  riskLevelFromScore,
+  hasElevatedRisk,
+  REASON_MIN_POINTS,
+} from "./score.js";
+export type { Contribution, Decision, RiskLevel, ScoreResult } from "./score.js";
+export { deviceFingerprint } from "./fingerprint.js";
+export type { DeviceFingerprint } from "./fingerprint.js";
+export { parseIp, classifyIp } from "./ip.js";
+export type { IpRangeType, ParsedIp } from "./ip.js";
+export type * from "./types.js";

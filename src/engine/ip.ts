@@ -1,0 +1,231 @@
+// IP address parsing and classification of special-purpose ranges.
+//
+// Addresses are parsed once into numbers (IPv4, fits a uint32) or bigints
+// (IPv6, 128 bits) so range tables can binary-search them. IPv4-mapped IPv6
+// addresses (::ffff:a.b.c.d) are treated as the IPv4 address they carry,
+// because that is what dual-stack servers report for IPv4 clients.
+
+import { isIP } from "node:net";
+
+export type ParsedIp =
+  | { readonly version: 4; readonly value: number; readonly text: string }
+  | { readonly version: 6; readonly value: bigint; readonly text: string };
+
+/** Special-purpose range an address falls in; "public" for ordinary unicast. */
+export type IpRangeType =
+  | "public"
+  | "private"
+  | "cgnat"
+  | "loopback"
+  | "linkLocal"
+  | "uniqueLocal"
+  | "documentation"
+  | "multicast"
+  | "unspecified"
+  | "reserved";
+
+/** Range types reachable only inside a network or host: a client behind them is not really identified. */
+const PRIVATE_RANGE_TYPES: ReadonlySet<IpRangeType> = new Set([
+  "private",
+  "cgnat",
+  "loopback",
+  "linkLocal",
+  "uniqueLocal",
+]);
+
+/** Range types that should never be the source of a real client request. */
+const RESERVED_RANGE_TYPES: ReadonlySet<IpRangeType> = new Set([
+  "documentation",
+  "multicast",
+  "unspecified",
+  "reserved",
+]);
+
+export function isPrivateRangeType(rangeType: IpRangeType): boolean {
+  return PRIVATE_RANGE_TYPES.has(rangeType);
+}
+
+export function isReservedRangeType(rangeType: IpRangeType): boolean {
+  return RESERVED_RANGE_TYPES.has(rangeType);
+}
+
+const IPV4_MAPPED_PREFIX = 0xffffn << 32n;
+const IPV4_MAPPED_MASK = ~0xffffffffn & ((1n << 128n) - 1n);
+
+/** Parses an IPv4 or IPv6 address (an IPv6 zone id such as %eth0 is ignored); null when invalid. */
+export function parseIp(input: string): ParsedIp | null {
+  const trimmed = input.trim();
+  const zoneIndex = trimmed.indexOf("%");
+  const address = zoneIndex === -1 ? trimmed : trimmed.slice(0, zoneIndex);
+  const version = isIP(address);
+  if (version === 4) {
+    const value = parseIpv4(address);
+    return { version: 4, value, text: formatIpv4(value) };
+  }
+  if (version === 6) {
+    const value = parseIpv6(address);
+    if ((value & IPV4_MAPPED_MASK) === IPV4_MAPPED_PREFIX) {
+      const v4 = Number(value & 0xffffffffn);
+      return { version: 4, value: v4, text: formatIpv4(v4) };
+    }
+    return { version: 6, value, text: formatIpv6(value) };
+  }
+  return null;
+}
+
+/** Parses a dotted-quad already validated by net.isIP. */
+function parseIpv4(address: string): number {
+  let value = 0;
+  for (const part of address.split(".")) value = value * 256 + Number(part);
+  return value;
+}
+
+/** Parses an IPv6 address already validated by net.isIP, including :: and a trailing dotted IPv4. */
+function parseIpv6(address: string): bigint {
+  let text = address;
+  const groups: number[] = [];
+  const lastColon = text.lastIndexOf(":");
+  const tail = text.slice(lastColon + 1);
+  let embeddedV4: number | null = null;
+  if (tail.includes(".")) {
+    embeddedV4 = parseIpv4(tail);
+    text = text.slice(0, lastColon + 1) + "0:0";
+  }
+  const [head = "", rest] = text.split("::");
+  const headGroups = head === "" ? [] : head.split(":");
+  const restGroups = rest === undefined || rest === "" ? [] : rest.split(":");
+  const missing = rest === undefined ? 0 : 8 - headGroups.length - restGroups.length;
+  for (const group of headGroups) groups.push(parseInt(group, 16));
+  for (let i = 0; i < missing; i++) groups.push(0);
+  for (const group of restGroups) groups.push(parseInt(group, 16));
+  let value = 0n;
+  for (const group of groups) value = (value << 16n) | BigInt(group);
+  if (embeddedV4 !== null) value = (value & ~0xffffffffn) | BigInt(embeddedV4);
+  return value;
+}
+
+function formatIpv4(value: number): string {
+  return `${(value >>> 24) & 255}.${(value >>> 16) & 255}.${(value >>> 8) & 255}.${value & 255}`;
+}
+
+/** RFC 5952 canonical text: lowercase, no leading zeros, longest zero run compressed. */
+function formatIpv6(value: bigint): string {
+  const groups: number[] = [];
+  for (let shift = 112n; shift >= 0n; shift -= 16n) groups.push(Number((value >> shift) & 0xffffn));
+  let bestStart = -1;
+  let bestLength = 1; // a single zero group is not compressed (RFC 5952 4.2.2)
+  for (let i = 0; i < 8; ) {
+    if (groups[i] !== 0) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && groups[j] === 0) j++;
+    if (j - i > bestLength) {
+      bestStart = i;
+      bestLength = j - i;
+    }
+    i = j;
+  }
+  const hex = groups.map((group) => group.toString(16));
+  if (bestStart === -1) return hex.join(":");
+  const head = hex.slice(0, bestStart).join(":");
+  const tail = hex.slice(bestStart + bestLength).join(":");
+  return `${head}::${tail}`;
+}
+
+interface SpecialRange<T extends number | bigint> {
+  readonly first: T;
+  readonly last: T;
+  readonly rangeType: IpRangeType;
+}
+
+function v4Range(cidr: string, rangeType: IpRangeType): SpecialRange<number> {
+  const [address = "", bits = "32"] = cidr.split("/");
+  const first = parseIpv4(address);
+  const size = 2 ** (32 - Number(bits));
+  return { first, last: first + size - 1, rangeType };
+}
+
+function v6Range(cidr: string, rangeType: IpRangeType): SpecialRange<bigint> {
+  const [address = "", bits = "128"] = cidr.split("/");
+  const first = parseIpv6(address);
+  const size = 1n << BigInt(128 - Number(bits));
+  return { first, last: first + size - 1n, rangeType };
+}
+
+// IANA IPv4 Special-Purpose Address Registry (RFC 6890 and updates).
+const IPV4_SPECIAL_RANGES: readonly SpecialRange<number>[] = [
+  v4Range("0.0.0.0/8", "unspecified"),
+  v4Range("10.0.0.0/8", "private"),
+  v4Range("100.64.0.0/10", "cgnat"),
+  v4Range("127.0.0.0/8", "loopback"),
+  v4Range("169.254.0.0/16", "linkLocal"),
+  v4Range("172.16.0.0/12", "private"),
+  v4Range("192.0.0.0/24", "reserved"),
+  v4Range("192.0.2.0/24", "documentation"),
+  v4Range("192.168.0.0/16", "private"),
+  v4Range("198.18.0.0/15", "reserved"), // benchmarking, RFC 2544
+  v4Range("198.51.100.0/24", "documentation"),
+  v4Range("203.0.113.0/24", "documentation"),
+  v4Range("224.0.0.0/4", "multicast"),
+  v4Range("240.0.0.0/4", "reserved"), // includes 255.255.255.255 broadcast
+];
+
+// IANA IPv6 Special-Purpose Address Registry (RFC 6890, RFC 9637 for 3fff::/20).
+const IPV6_SPECIAL_RANGES: readonly SpecialRange<bigint>[] = [
+  v6Range("::/128", "unspecified"),
+  v6Range("::1/128", "loopback"),
+  v6Range("100::/64", "reserved"), // discard-only
+  v6Range("2001:2::/48", "reserved"), // benchmarking
+  v6Range("2001:10::/28", "reserved"), // ORCHID
+  v6Range("2001:20::/28", "reserved"), // ORCHIDv2
+  v6Range("2001:db8::/32", "documentation"),
+  v6Range("3fff::/20", "documentation"),
+  v6Range("fc00::/7", "uniqueLocal"),
+  v6Range("fe80::/10", "linkLocal"),
+  v6Range("fec0::/10", "reserved"), // deprecated site-local
+  v6Range("ff00::/8", "multicast"),
+];
+
+const IPV6_GLOBAL_UNICAST = v6Range("2000::/3", "public");
+
+export function classifyIp(ip: ParsedIp): IpRangeType {
+  if (ip.version === 4) {
+    for (const range of IPV4_SPECIAL_RANGES) {
+      if (ip.value >= range.first && ip.value <= range.last) return range.rangeType;
+    }
+    return "public";
+  }
+  for (const range of IPV6_SPECIAL_RANGES) {
+    if (ip.value >= range.first && ip.value <= range.last) return range.rangeType;
+  }
+  // Everything outside 2000::/3 that is not listed above is unassigned by IANA.
+  const inGlobalUnicast = ip.value >= IPV6_GLOBAL_UNICAST.first && ip.value <= IPV6_GLOBAL_UNICAST.last;
+  return inGlobalUnicast ? "public" : "reserved";
+}
+
+/** Parses "a.b.c.d/n", "x::/n" or a bare address (a host route) into an inclusive range. */
+export function parseCidr(
+  text: string,
+): { version: 4; first: number; last: number } | { version: 6; first: bigint; last: bigint } | null {
+  const slash = text.indexOf("/");
+  const address = slash === -1 ? text : text.slice(0, slash);
+  const ip = parseIp(address);
+  if (ip === null) return null;
+  const maxBits = ip.version === 4 ? 32 : 128;
+  const bitsText = slash === -1 ? String(maxBits) : text.slice(slash + 1);
+  if (!/^\d{1,3}$/.test(bitsText)) return null;
+  // An IPv4-mapped IPv6 CIDR (::ffff:a.b.c.d/120) counts its prefix over 128 bits.
+  const mappedOffset = ip.version === 4 && address.includes(":") ? 96 : 0;
+  const bits = Number(bitsText) - mappedOffset;
+  if (bits < 0 || bits > maxBits) return null;
+  if (ip.version === 4) {
+    const size = 2 ** (32 - bits);
+    const first = ip.value - (ip.value % size);
+    return { version: 4, first, last: first + size - 1 };
+  }
+  const hostBits = BigInt(128 - bits);
+  const first = (ip.value >> hostBits) << hostBits;
+  return { version: 6, first, last: first + (1n << hostBits) - 1n };
+}

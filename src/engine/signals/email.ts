@@ -1,0 +1,101 @@
+// E-mail signals: syntax, disposable domains, machine-generated local parts
+// and plus-addressing. A malformed address is a signal, not a request error.
+
+import { domainToUnicode } from "node:url";
+import type { ReferenceData } from "../reference-data.js";
+import type { EmailSignals } from "../types.js";
+
+// Practical address syntax (RFC 5321 dot-atom, no quoted local parts or IP
+// literals, which real sign-ups do not use). Domain labels allow Unicode
+// letters for internationalised domains.
+const LOCAL_PART = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/;
+const DOMAIN_LABEL = /^[\p{L}\p{N}](?:[\p{L}\p{N}-]{0,61}[\p{L}\p{N}])?$/u;
+const MAX_LOCAL_LENGTH = 64;
+const MAX_ADDRESS_LENGTH = 254;
+
+const EMPTY_EMAIL: EmailSignals = Object.freeze({
+  present: false,
+  valid: false,
+  domain: "",
+  disposable: false,
+  plusAddressed: false,
+  randomLocalPart: false,
+  localPartEntropy: 0,
+});
+
+export function computeEmailSignals(email: string, referenceData: ReferenceData): EmailSignals {
+  const address = email.trim();
+  if (address === "") return EMPTY_EMAIL;
+  const at = address.lastIndexOf("@");
+  const localPart = at > 0 ? address.slice(0, at) : "";
+  const domain = at > 0 ? address.slice(at + 1).toLowerCase().replace(/\.$/, "") : "";
+  const valid =
+    address.length <= MAX_ADDRESS_LENGTH &&
+    localPart.length <= MAX_LOCAL_LENGTH &&
+    LOCAL_PART.test(localPart) &&
+    isValidDomain(domain);
+  if (!valid) return { ...EMPTY_EMAIL, present: true };
+
+  const plusIndex = localPart.indexOf("+");
+  const baseLocalPart = (plusIndex === -1 ? localPart : localPart.slice(0, plusIndex)).toLowerCase();
+  return {
+    present: true,
+    valid: true,
+    domain,
+    disposable: isDisposableDomain(domain, referenceData),
+    plusAddressed: plusIndex !== -1 && plusIndex < localPart.length - 1,
+    randomLocalPart: looksRandom(baseLocalPart),
+    localPartEntropy: Math.round(shannonEntropy(baseLocalPart) * 1000) / 1000,
+  };
+}
+
+function isValidDomain(domain: string): boolean {
+  const labels = domain.split(".");
+  const topLevel = labels[labels.length - 1] ?? "";
+  return labels.length >= 2 && labels.every((label) => DOMAIN_LABEL.test(label)) && /^(\p{L}{2,}|xn--[a-z0-9-]+)$/u.test(topLevel);
+}
+
+function isDisposableDomain(asciiOrUnicodeDomain: string, referenceData: ReferenceData): boolean {
+  // The list stores internationalised domains in Unicode form.
+  const domain = asciiOrUnicodeDomain.includes("xn--") ? domainToUnicode(asciiOrUnicodeDomain) : asciiOrUnicodeDomain;
+  if (referenceData.disposableDomains.has(domain)) return true;
+  // wildcard.json entries cover the domain and every subdomain of it.
+  for (let dot = -1; ; ) {
+    if (referenceData.disposableWildcardDomains.has(domain.slice(dot + 1))) return true;
+    dot = domain.indexOf(".", dot + 1);
+    if (dot === -1) return false;
+  }
+}
+
+/** Shannon entropy in bits per character. */
+function shannonEntropy(text: string): number {
+  if (text.length === 0) return 0;
+  const counts = new Map<string, number>();
+  for (const character of text) counts.set(character, (counts.get(character) ?? 0) + 1);
+  let entropy = 0;
+  for (const count of counts.values()) {
+    const probability = count / text.length;
+    entropy -= probability * Math.log2(probability);
+  }
+  return entropy;
+}
+
+function longestRun(text: string, pattern: RegExp): number {
+  let longest = 0;
+  for (const run of text.match(pattern) ?? []) longest = Math.max(longest, run.length);
+  return longest;
+}
+
+/**
+ * Names, words and name+year local parts trip at most one of these tells;
+ * generated ones ("xk7qz9vbw3p2", "qwrtplkjhg", "user8837261904") trip two.
+ */
+function looksRandom(localPart: string): boolean {
+  const tells = [
+    longestRun(localPart, /\d+/g) >= 6,
+    longestRun(localPart, /[bcdfghjklmnpqrstvwxz]+/g) >= 5,
+    localPart.length >= 10 && shannonEntropy(localPart) >= 3.3,
+    (localPart.match(/[a-z]\d|\d[a-z]/g) ?? []).length >= 4,
+  ];
+  return tells.filter(Boolean).length >= 2;
+}

@@ -1,0 +1,212 @@
+// Store-backed signal categories (comprehensive path): velocity, amount,
+// history, graph and consortium. The store reads a HistorySnapshot; turning
+// it into signals is pure and lives here.
+
+import { COUNTRIES, distanceKm } from "../countries.js";
+import type {
+  AmountSignals,
+  EngineInput,
+  FastSignals,
+  HistorySignals,
+  HistorySnapshot,
+  StoreSignals,
+  VelocitySignals,
+  WindowCounts,
+} from "../types.js";
+
+// Velocity thresholds count earlier requests only. An IP is shared by
+// households, offices and mobile carriers' NAT, so its limits are higher.
+const BURST_PER_MINUTE = 5;
+const IP_BURST_PER_MINUTE = 10;
+const HIGH_PER_HOUR = 20;
+const IP_HIGH_PER_HOUR = 60;
+const HIGH_PER_DAY = 100;
+const IP_HIGH_PER_DAY = 500;
+const MULTI_ACCOUNT_DEVICE_USERS = 3;
+const MULTI_ACCOUNT_IP_USERS = 10;
+
+/** Commercial flights cruise at ~900 km/h; faster country hops are not travel. */
+const MAX_TRAVEL_SPEED_KMH = 1000;
+/** Neighbouring countries' reference points can be this close while the users are not; ignore shorter hops. */
+const MIN_TRAVEL_DISTANCE_KM = 500;
+
+/** An amount this many times the user's largest earlier amount is a spike. */
+const AMOUNT_SPIKE_RATIO = 3;
+/** An amount this many times the user's average amount is unusual. */
+const AMOUNT_UNUSUAL_RATIO = 3;
+/** Fewer earlier payments than this are not a history to compare against. */
+const MIN_AMOUNT_HISTORY = 3;
+
+const ZERO_COUNTS: WindowCounts = Object.freeze({ lastMinute: 0, lastHour: 0, lastDay: 0 });
+
+/** Snapshot of a user, device, IP and e-mail the store has never seen. */
+export const EMPTY_HISTORY_SNAPSHOT: HistorySnapshot = Object.freeze({
+  counts: Object.freeze({ user: ZERO_COUNTS, ip: ZERO_COUNTS, device: ZERO_COUNTS, email: ZERO_COUNTS }),
+  distinctUsersPerDevice24h: 0,
+  distinctUsersPerIp24h: 0,
+  previousDecision: null,
+  knownDeviceIds: Object.freeze([]),
+  knownCountries: Object.freeze([]),
+  amountHistory: Object.freeze({}),
+  graph: null,
+  consortium: null,
+});
+
+/** Store categories when the comprehensive path did not run: present, neutral, available = false. */
+export function unavailableStoreSignals(): StoreSignals {
+  return {
+    velocity: {
+      available: false,
+      user: { ...ZERO_COUNTS },
+      ip: { ...ZERO_COUNTS },
+      device: { ...ZERO_COUNTS },
+      email: { ...ZERO_COUNTS },
+      usersPerDevice24h: 0,
+      usersPerIp24h: 0,
+      burst: false,
+      highHourly: false,
+      highDaily: false,
+      multiAccountDevice: false,
+      multiAccountIp: false,
+    },
+    amount: {
+      available: false,
+      value: null,
+      currency: "",
+      historyCount: 0,
+      historyMax: 0,
+      historyMean: 0,
+      ratioToMax: null,
+      ratioToMean: null,
+      spike: false,
+      aboveUsual: false,
+      newCurrency: false,
+    },
+    history: {
+      available: false,
+      userKnown: false,
+      newDevice: false,
+      newCountry: false,
+      previousCountry: "",
+      secondsSincePrevious: null,
+      travelDistanceKm: null,
+      travelSpeedKmh: null,
+      impossibleTravel: false,
+    },
+    graph: { available: false, linkedToFraud: false, hops: null, fraudNeighbours: 0 },
+    consortium: { available: false, matches: 0, indicatorTypes: [] },
+  };
+}
+
+export function computeStoreSignals(
+  input: EngineInput,
+  snapshot: HistorySnapshot,
+  fastSignals: FastSignals,
+  nowMs: number = Date.now(),
+): StoreSignals {
+  return {
+    velocity: velocitySignals(snapshot),
+    amount: amountSignals(input, snapshot),
+    history: historySignals(input, snapshot, fastSignals, nowMs),
+    graph:
+      snapshot.graph === null
+        ? { available: false, linkedToFraud: false, hops: null, fraudNeighbours: 0 }
+        : { available: true, ...snapshot.graph },
+    consortium:
+      snapshot.consortium === null
+        ? { available: false, matches: 0, indicatorTypes: [] }
+        : {
+            available: true,
+            matches: snapshot.consortium.matches,
+            indicatorTypes: [...snapshot.consortium.indicatorTypes],
+          },
+  };
+}
+
+function velocitySignals(snapshot: HistorySnapshot): VelocitySignals {
+  const { user, ip, device, email } = snapshot.counts;
+  const personal = [user, device, email];
+  return {
+    available: true,
+    user: { ...user },
+    ip: { ...ip },
+    device: { ...device },
+    email: { ...email },
+    usersPerDevice24h: snapshot.distinctUsersPerDevice24h,
+    usersPerIp24h: snapshot.distinctUsersPerIp24h,
+    burst: personal.some((counts) => counts.lastMinute >= BURST_PER_MINUTE) || ip.lastMinute >= IP_BURST_PER_MINUTE,
+    highHourly: personal.some((counts) => counts.lastHour >= HIGH_PER_HOUR) || ip.lastHour >= IP_HIGH_PER_HOUR,
+    highDaily: personal.some((counts) => counts.lastDay >= HIGH_PER_DAY) || ip.lastDay >= IP_HIGH_PER_DAY,
+    multiAccountDevice: snapshot.distinctUsersPerDevice24h >= MULTI_ACCOUNT_DEVICE_USERS,
+    multiAccountIp: snapshot.distinctUsersPerIp24h >= MULTI_ACCOUNT_IP_USERS,
+  };
+}
+
+function amountSignals(input: EngineInput, snapshot: HistorySnapshot): AmountSignals {
+  const value = input.amount ?? null;
+  const currency = (input.currency ?? "").toUpperCase();
+  const stats = snapshot.amountHistory[currency] ?? { count: 0, max: 0, mean: 0 };
+  const ratio = (reference: number): number | null =>
+    value !== null && reference > 0 ? Math.round((value / reference) * 1000) / 1000 : null;
+  const ratioToMax = ratio(stats.max);
+  const ratioToMean = ratio(stats.mean);
+  const enoughHistory = stats.count >= MIN_AMOUNT_HISTORY;
+  const spike = enoughHistory && ratioToMax !== null && ratioToMax >= AMOUNT_SPIKE_RATIO;
+  const paidBefore = Object.values(snapshot.amountHistory).some((other) => other.count > 0);
+  return {
+    available: true,
+    value,
+    currency,
+    historyCount: stats.count,
+    historyMax: stats.max,
+    historyMean: stats.mean,
+    ratioToMax,
+    ratioToMean,
+    spike,
+    aboveUsual: enoughHistory && !spike && ratioToMean !== null && ratioToMean >= AMOUNT_UNUSUAL_RATIO,
+    newCurrency: value !== null && stats.count === 0 && paidBefore,
+  };
+}
+
+function historySignals(
+  input: EngineInput,
+  snapshot: HistorySnapshot,
+  fastSignals: FastSignals,
+  nowMs: number,
+): HistorySignals {
+  const previous = snapshot.previousDecision;
+  const userKnown = previous !== null || snapshot.knownDeviceIds.length > 0 || snapshot.knownCountries.length > 0;
+  const deviceId = input.deviceId ?? "";
+  const country = fastSignals.geo.country;
+
+  let secondsSincePrevious: number | null = null;
+  let travelDistanceKm: number | null = null;
+  let travelSpeedKmh: number | null = null;
+  if (previous !== null) {
+    secondsSincePrevious = Math.max(0, Math.round((nowMs - previous.atMs) / 1000));
+    const from = COUNTRIES.get(previous.country);
+    const to = COUNTRIES.get(country);
+    if (from !== undefined && to !== undefined) {
+      travelDistanceKm = Math.round(distanceKm(from, to));
+      // At least one minute, so two requests in the same second do not divide by zero.
+      const hours = Math.max(secondsSincePrevious, 60) / 3600;
+      travelSpeedKmh = Math.round(travelDistanceKm / hours);
+    }
+  }
+
+  return {
+    available: true,
+    userKnown,
+    newDevice: userKnown && deviceId !== "" && !snapshot.knownDeviceIds.includes(deviceId),
+    newCountry: snapshot.knownCountries.length > 0 && country !== "" && !snapshot.knownCountries.includes(country),
+    previousCountry: previous?.country ?? "",
+    secondsSincePrevious,
+    travelDistanceKm,
+    travelSpeedKmh,
+    impossibleTravel:
+      travelDistanceKm !== null &&
+      travelSpeedKmh !== null &&
+      travelDistanceKm >= MIN_TRAVEL_DISTANCE_KM &&
+      travelSpeedKmh > MAX_TRAVEL_SPEED_KMH,
+  };
+}

@@ -1,0 +1,107 @@
+import { describe, expect, it } from "vitest";
+import { classifyIp, parseCidr, parseIp } from "../../src/engine/ip.js";
+import { IpRangeSet, parseTorExitList } from "../../src/engine/ip-lists.js";
+import { TOR_BULK_EXIT_LIST, TOR_EXIT_ADDRESSES } from "./fixtures.js";
+
+function rangeTypeOf(text: string): string {
+  const ip = parseIp(text);
+  if (ip === null) throw new Error(`${text} did not parse`);
+  return classifyIp(ip);
+}
+
+describe("parseIp", () => {
+  it("parses IPv4 and IPv6 into canonical text", () => {
+    expect(parseIp("8.8.8.8")).toEqual({ version: 4, value: 0x08080808, text: "8.8.8.8" });
+    expect(parseIp("2001:DB8:0:0:0:0:0:1")?.text).toBe("2001:db8::1");
+    expect(parseIp("fe80::1%eth0")?.text).toBe("fe80::1");
+    expect(parseIp("2001:db8:0:1:0:0:0:1")?.text).toBe("2001:db8:0:1::1");
+    expect(parseIp("::")?.text).toBe("::");
+  });
+
+  it("treats IPv4-mapped IPv6 as the IPv4 address", () => {
+    expect(parseIp("::ffff:192.0.2.7")).toEqual({ version: 4, value: 0xc0000207, text: "192.0.2.7" });
+  });
+
+  it("rejects garbage", () => {
+    for (const text of ["", "1.2.3", "256.1.1.1", "1.2.3.4.5", "gggg::1", "localhost"]) {
+      expect(parseIp(text)).toBeNull();
+    }
+  });
+});
+
+describe("classifyIp", () => {
+  it.each([
+    ["8.8.8.8", "public"],
+    ["10.0.0.1", "private"],
+    ["172.16.5.4", "private"],
+    ["192.168.1.1", "private"],
+    ["100.64.0.1", "cgnat"],
+    ["127.0.0.1", "loopback"],
+    ["169.254.10.10", "linkLocal"],
+    ["192.0.2.1", "documentation"],
+    ["198.51.100.1", "documentation"],
+    ["203.0.113.9", "documentation"],
+    ["224.0.0.251", "multicast"],
+    ["0.0.0.0", "unspecified"],
+    ["255.255.255.255", "reserved"],
+    ["2001:4860:4860::8888", "public"],
+    ["::1", "loopback"],
+    ["::", "unspecified"],
+    ["fe80::1", "linkLocal"],
+    ["fd12:3456:789a::1", "uniqueLocal"],
+    ["2001:db8::1", "documentation"],
+    ["ff02::1", "multicast"],
+    ["4000::1", "reserved"],
+  ])("%s is %s", (text, rangeType) => {
+    expect(rangeTypeOf(text)).toBe(rangeType);
+  });
+});
+
+describe("parseCidr", () => {
+  it("normalises host bits and computes inclusive bounds", () => {
+    expect(parseCidr("10.1.2.3/8")).toEqual({ version: 4, first: 0x0a000000, last: 0x0affffff });
+    expect(parseCidr("2001:db8::/32")).toEqual({
+      version: 6,
+      first: 0x20010db8n << 96n,
+      last: (0x20010db8n << 96n) + (1n << 96n) - 1n,
+    });
+    expect(parseCidr("1.2.3.4")).toEqual({ version: 4, first: 0x01020304, last: 0x01020304 });
+    expect(parseCidr("1.2.3.4/33")).toBeNull();
+    expect(parseCidr("1.2.3.4/x")).toBeNull();
+  });
+});
+
+describe("parseTorExitList", () => {
+  it("reads the bulk exit list format", () => {
+    const exits = parseTorExitList(TOR_BULK_EXIT_LIST);
+    expect([...exits].sort()).toEqual(["171.25.193.77", "185.220.101.1", "185.220.101.45", "2a0b:f4c2:2::1"]);
+  });
+
+  it("reads ExitAddress lines of the exit-addresses format and skips the others", () => {
+    expect([...parseTorExitList(TOR_EXIT_ADDRESSES)].sort()).toEqual(["185.220.101.1", "204.8.96.88"]);
+  });
+});
+
+describe("IpRangeSet", () => {
+  const ranges = IpRangeSet.parse(`# test ranges
+203.0.113.0/25
+203.0.113.128/25   # adjacent, merges
+198.51.100.7
+2001:db8:1::/48
+not-a-range
+`);
+
+  it("matches addresses inside any range", () => {
+    const contains = (text: string): boolean => {
+      const ip = parseIp(text);
+      return ip !== null && ranges.contains(ip);
+    };
+    expect(ranges.size).toBe(3);
+    expect(contains("203.0.113.200")).toBe(true);
+    expect(contains("203.0.114.0")).toBe(false);
+    expect(contains("198.51.100.7")).toBe(true);
+    expect(contains("198.51.100.8")).toBe(false);
+    expect(contains("2001:db8:1:ffff::1")).toBe(true);
+    expect(contains("2001:db8:2::1")).toBe(false);
+  });
+});

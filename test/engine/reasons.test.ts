@@ -1,0 +1,85 @@
+import { readFileSync } from "node:fs";
+import { beforeAll, describe, expect, it } from "vitest";
+import {
+  CATEGORIES,
+  DEFAULT_WEIGHTS,
+  REASONS,
+  REASON_CODES,
+  ReferenceData,
+  computeFastSignals,
+  computeStoreSignals,
+  mergeSignals,
+  scoreSignals,
+} from "../../src/engine/index.js";
+import type { EngineInput, ReasonCode, Signals } from "../../src/engine/index.js";
+import { cleanDesktopLogin, cleanIphoneLogin, knownUserSnapshot, NOW_MS, USER_AGENTS } from "./fixtures.js";
+import { RISK_MUTATIONS } from "./risk-mutations.js";
+
+let data: ReferenceData;
+let cleanSignals: Signals;
+beforeAll(() => {
+  data = ReferenceData.load();
+  const input = cleanDesktopLogin();
+  const fast = computeFastSignals(input, data, NOW_MS);
+  cleanSignals = mergeSignals(fast, computeStoreSignals(input, knownUserSnapshot(), fast, NOW_MS));
+});
+
+function documentedCodes(): Map<string, string> {
+  const markdown = readFileSync(new URL("../../docs/reason-codes.md", import.meta.url), "utf8");
+  const rows = new Map<string, string>();
+  for (const match of markdown.matchAll(/^\| ([A-Z_]+) \| ([a-z]+) \|/gm)) {
+    rows.set(match[1] ?? "", match[2] ?? "");
+  }
+  return rows;
+}
+
+describe("reason catalogue", () => {
+  it("gives every code a scoring category (or overall for LOW_RISK) and a description", () => {
+    for (const code of REASON_CODES) {
+      const info = REASONS[code];
+      expect(code === "LOW_RISK" ? info.category === "overall" : (CATEGORIES as readonly string[]).includes(info.category), code).toBe(true);
+      expect(info.description.length, code).toBeGreaterThan(10);
+    }
+  });
+
+  it("matches docs/reason-codes.md code for code, with the same categories", () => {
+    const documented = documentedCodes();
+    expect([...documented.keys()].sort()).toEqual([...REASON_CODES].sort());
+    for (const code of REASON_CODES) expect(documented.get(code), code).toBe(REASONS[code].category);
+  });
+
+  it("every catalogue code can be emitted, under its catalogue category", () => {
+    for (const [code, mutate] of Object.entries(RISK_MUTATIONS) as [Exclude<ReasonCode, "LOW_RISK">, (s: Signals) => void][]) {
+      const signals = structuredClone(cleanSignals);
+      mutate(signals);
+      const result = scoreSignals(signals, DEFAULT_WEIGHTS);
+      const contribution = result.contributions.find((c) => c.reason === code);
+      expect(contribution, code).toBeDefined();
+      expect(contribution?.category, code).toBe(REASONS[code].category);
+      expect(result.contributions.map((c) => c.reason), code).toEqual([code]);
+    }
+    expect(scoreSignals(cleanSignals, DEFAULT_WEIGHTS).reasons).toEqual(["LOW_RISK"]);
+  });
+
+  it("every code emitted for realistic requests is in the catalogue", () => {
+    const clean = cleanDesktopLogin();
+    const requests: EngineInput[] = [
+      clean,
+      cleanIphoneLogin(),
+      { ...clean, userAgent: USER_AGENTS.headlessChrome, device: { ...clean.device, webdriver: true, languages: [] } },
+      { ...clean, userAgent: USER_AGENTS.googlebot, device: undefined, behavior: undefined },
+      { ...clean, userAgent: USER_AGENTS.pythonRequests, email: "qwrtplkjhgf+1@mailinator.com", ip: "2001:db8::1" },
+      { ...clean, userAgent: "", ip: "10.0.0.1", email: "not-an-email" },
+      { ...clean, device: { ...clean.device, platform: "MacIntel", timezone: "Asia/Tokyo" }, behavior: { timeOnPageMs: 300, keystrokes: 0, pointerMoves: 0, clicks: 0, pasteEvents: 2 } },
+    ];
+    const emitted = new Set<string>();
+    for (const input of requests) {
+      const fast = computeFastSignals(input, data, NOW_MS);
+      const result = scoreSignals(mergeSignals(fast, computeStoreSignals(input, knownUserSnapshot(), fast, NOW_MS)), DEFAULT_WEIGHTS);
+      for (const reason of result.reasons) emitted.add(reason);
+      for (const contribution of result.contributions) emitted.add(contribution.reason);
+    }
+    expect(emitted.size).toBeGreaterThan(10);
+    for (const code of emitted) expect(REASON_CODES, code).toContain(code);
+  });
+});

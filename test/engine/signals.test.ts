@@ -1,0 +1,326 @@
+import { beforeAll, describe, expect, it } from "vitest";
+import {
+  ReferenceData,
+  computeFastSignals,
+  computeStoreSignals,
+  deviceFingerprint,
+  EMPTY_HISTORY_SNAPSHOT,
+  mergeSignals,
+} from "../../src/engine/index.js";
+import type { EngineInput, FastSignals } from "../../src/engine/index.js";
+import { cleanDesktopLogin, cleanIphoneLogin, knownUserSnapshot, NOW_MS, USER_AGENTS } from "./fixtures.js";
+
+let data: ReferenceData;
+beforeAll(() => {
+  data = ReferenceData.load();
+});
+
+function fast(overrides: Partial<EngineInput> = {}): FastSignals {
+  return computeFastSignals({ ...cleanDesktopLogin(), ...overrides }, data, NOW_MS);
+}
+
+describe("network and geo", () => {
+  it("reports version, range and country", () => {
+    expect(fast({ ip: "8.8.8.8" }).network).toMatchObject({ version: 4, rangeType: "public", private: false });
+    expect(fast({ ip: "8.8.8.8" }).geo).toEqual({ country: "US", countryKnown: true });
+    expect(fast({ ip: "2001:4860:4860::8888" }).network.version).toBe(6);
+  });
+
+  it.each([
+    ["10.0.0.1", "private", true, false],
+    ["100.64.0.1", "cgnat", true, false],
+    ["::1", "loopback", true, false],
+    ["fe80::1", "linkLocal", true, false],
+    ["2001:db8::1", "documentation", false, true],
+  ])("%s is %s with no country", (ip, rangeType, isPrivate, isReserved) => {
+    const signals = fast({ ip });
+    expect(signals.network).toMatchObject({ rangeType, private: isPrivate, reserved: isReserved });
+    // The database places 2001:db8::/32 inside a registered block; special ranges must not inherit it.
+    expect(signals.geo.country).toBe("");
+  });
+
+  it("distinguishes a missing address from an invalid one", () => {
+    expect(fast({ ip: "" }).network).toMatchObject({ present: false, valid: false, version: 0, rangeType: "none" });
+    expect(fast({ ip: "999.1.1.1" }).network).toMatchObject({ present: true, valid: false });
+  });
+});
+
+describe("user agent", () => {
+  it("leaves real browsers alone", () => {
+    expect(fast().userAgent).toMatchObject({
+      browser: "Chrome",
+      browserMajor: 124,
+      os: "Windows",
+      deviceType: "desktop",
+      bot: false,
+      automation: false,
+    });
+    expect(fast({ userAgent: USER_AGENTS.iphoneSafari }).userAgent).toMatchObject({
+      os: "iOS",
+      deviceType: "mobile",
+      bot: false,
+    });
+  });
+
+  it("detects headless browsers", () => {
+    expect(fast({ userAgent: USER_AGENTS.headlessChrome }).userAgent).toMatchObject({
+      headless: true,
+      automation: true,
+      crawler: false,
+    });
+    expect(fast({ userAgent: USER_AGENTS.phantomJs }).userAgent.headless).toBe(true);
+  });
+
+  it.each([
+    [USER_AGENTS.curl, "curl"],
+    [USER_AGENTS.pythonRequests, "python-requests"],
+    [USER_AGENTS.goHttpClient, "go-http-client"],
+  ])("names the automation tool in %s", (userAgent, tool) => {
+    expect(fast({ userAgent }).userAgent).toMatchObject({ automationTool: tool, automation: true, crawler: false });
+  });
+
+  it("classifies Googlebot as a crawler, not automation", () => {
+    expect(fast({ userAgent: USER_AGENTS.googlebot }).userAgent).toMatchObject({
+      bot: true,
+      crawler: true,
+      automation: false,
+    });
+  });
+
+  it("reports a missing user agent", () => {
+    expect(fast({ userAgent: "" }).userAgent).toMatchObject({ present: false, deviceType: "unknown" });
+  });
+});
+
+describe("device", () => {
+  const device = cleanDesktopLogin().device;
+
+  it("finds nothing wrong with a consistent desktop or phone", () => {
+    for (const input of [cleanDesktopLogin(), cleanIphoneLogin()]) {
+      expect(computeFastSignals(input, data, NOW_MS).device).toMatchObject({
+        webdriver: false,
+        vm: false,
+        timezoneMismatch: false,
+        platformMismatch: false,
+        touchMismatch: false,
+        impossibleScreen: false,
+        noLanguages: false,
+      });
+    }
+  });
+
+  it.each([
+    ["ANGLE (VMware, Inc., VMware SVGA 3D (Microsoft Corporation - WDDM), D3D11)", "VMware"],
+    ["ANGLE (Oracle Corporation, VirtualBox Graphics Adapter (WDDM), D3D11)", "VirtualBox"],
+    ["ANGLE (Google, Vulkan 1.3.0 (SwiftShader Device (Subzero) (0x0000C0DE)), SwiftShader driver)", "SwiftShader"],
+    ["llvmpipe (LLVM 15.0.7, 256 bits)", "llvmpipe"],
+    ["ANGLE (Microsoft, Microsoft Basic Render Driver Direct3D11 vs_5_0 ps_5_0, D3D11)", "Microsoft Basic Render Driver"],
+    ["Parallels Display Adapter (WDDM)", "Parallels"],
+    ["virgl (Mesa 23.2.1)", "virgl"],
+  ])("flags the renderer %s as a VM", (webglRenderer, indicator) => {
+    expect(fast({ device: { ...device, webglRenderer } }).device).toMatchObject({ vm: true, vmIndicator: indicator });
+  });
+
+  it("reports navigator.webdriver", () => {
+    expect(fast({ device: { ...device, webdriver: true } }).device.webdriver).toBe(true);
+  });
+
+  it("compares the time zone with the IP's country", () => {
+    const tokyo = fast({ device: { ...device, timezone: "Asia/Tokyo" } }).device;
+    expect(tokyo.timezoneOffsetMinutes).toBe(540);
+    expect(tokyo.timezoneMismatch).toBe(true);
+    expect(tokyo.timezoneGapMinutes).toBe(480); // GB uses +0:00 and +1:00
+    // Paris is one hour from London time: a traveller, not a contradiction.
+    expect(fast({ device: { ...device, timezone: "Europe/Paris" } }).device.timezoneMismatch).toBe(false);
+    // New York vs a US IP: inside the country's range.
+    expect(fast({ ip: "8.8.8.8", device: { ...device, timezone: "America/New_York" } }).device.timezoneGapMinutes).toBe(0);
+    expect(fast({ device: { ...device, timezone: "Not/AZone" } }).device.timezoneOffsetMinutes).toBeNull();
+  });
+
+  it("catches a platform that contradicts the user agent", () => {
+    expect(fast({ device: { ...device, platform: "Linux x86_64" } }).device.platformMismatch).toBe(true);
+    expect(fast({ device: { ...device, platform: "MacIntel" } }).device.platformMismatch).toBe(true);
+    const android = "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Mobile Safari/537.36";
+    expect(fast({ userAgent: android, device: { ...device, platform: "Linux armv8l" } }).device.platformMismatch).toBe(false);
+  });
+
+  it("catches a phone without touch and impossible screens", () => {
+    const iphone = cleanIphoneLogin();
+    const noTouch = { ...iphone, device: { ...iphone.device, touchSupport: { maxTouchPoints: 0, touchEvent: false } } };
+    expect(computeFastSignals(noTouch, data, NOW_MS).device.touchMismatch).toBe(true);
+    const desktopScreen = { ...iphone, device: { ...iphone.device, screen: { width: 1920, height: 1080, colorDepth: 24, pixelRatio: 1 } } };
+    expect(computeFastSignals(desktopScreen, data, NOW_MS).device.impossibleScreen).toBe(true);
+    expect(fast({ device: { ...device, screen: { width: 0, height: 1080, colorDepth: 24, pixelRatio: 1 } } }).device.impossibleScreen).toBe(true);
+    expect(fast({ device: { ...device, screen: { width: 0, height: 0, colorDepth: 0, pixelRatio: 0 } } }).device.impossibleScreen).toBe(false);
+  });
+
+  it("reports empty navigator.languages only when the SDK sent a device", () => {
+    expect(fast({ device: { ...device, languages: [] } }).device.noLanguages).toBe(true);
+    expect(fast({ device: undefined }).device).toMatchObject({ present: false, noLanguages: false });
+  });
+});
+
+describe("behavior", () => {
+  it("accepts human pacing", () => {
+    expect(fast().behavior).toMatchObject({ present: true, tooFast: false, noInteraction: false, pasteOnly: false });
+  });
+
+  it("flags inhumanly fast and empty interaction", () => {
+    expect(fast({ behavior: { timeOnPageMs: 400, formFillMs: 120, keystrokes: 22, pointerMoves: 0, clicks: 1, pasteEvents: 0 } }).behavior.tooFast).toBe(true);
+    // 60 keys in 2 s: 30 keys per second.
+    expect(fast({ behavior: { timeOnPageMs: 9000, formFillMs: 2000, keystrokes: 60, pointerMoves: 40, clicks: 2, pasteEvents: 0 } }).behavior.tooFast).toBe(true);
+    expect(fast({ behavior: { timeOnPageMs: 9000, keystrokes: 0, pointerMoves: 0, clicks: 0, pasteEvents: 0 } }).behavior.noInteraction).toBe(true);
+    expect(fast({ behavior: { timeOnPageMs: 9000, keystrokes: 0, pointerMoves: 30, clicks: 1, pasteEvents: 2 } }).behavior.pasteOnly).toBe(true);
+  });
+
+  it("has neutral defaults without behaviour data", () => {
+    expect(fast({ behavior: undefined }).behavior).toEqual({
+      present: false,
+      timeOnPageMs: null,
+      formFillMs: null,
+      keystrokes: 0,
+      pointerMoves: 0,
+      pasteEvents: 0,
+      clicks: 0,
+      tooFast: false,
+      noInteraction: false,
+      pasteOnly: false,
+    });
+  });
+});
+
+describe("email", () => {
+  it.each(["mailinator.com", "guerrillamail.com", "10minutemail.com"])("flags %s as disposable", (domain) => {
+    expect(fast({ email: `someone@${domain}` }).email).toMatchObject({ valid: true, disposable: true, domain });
+  });
+
+  it("applies the wildcard list to subdomains", () => {
+    expect(fast({ email: "shop@alias.33mail.com" }).email.disposable).toBe(true);
+  });
+
+  it("keeps ordinary providers clean", () => {
+    expect(fast().email).toMatchObject({ valid: true, disposable: false, plusAddressed: false, randomLocalPart: false });
+  });
+
+  it("detects plus-addressing and random local parts", () => {
+    expect(fast({ email: "jane.doe+shop@gmail.com" }).email).toMatchObject({ plusAddressed: true, randomLocalPart: false });
+    for (const local of ["xk7qz9vbw3p2", "qwrtplkjhgf", "a8f3k2l9m4n7", "user8837261904"]) {
+      expect(fast({ email: `${local}@gmail.com` }).email.randomLocalPart, local).toBe(true);
+    }
+    for (const local of ["jennifer.lopez1985", "christopher.schmidt", "j.smith", "mark_twain42"]) {
+      expect(fast({ email: `${local}@gmail.com` }).email.randomLocalPart, local).toBe(false);
+    }
+  });
+
+  it("marks malformed addresses invalid instead of failing", () => {
+    for (const email of ["jane", "jane@", "@gmail.com", "jane..doe@gmail.com", "jane@gmail", "jane@-gmail.com"]) {
+      expect(fast({ email }).email, email).toMatchObject({ present: true, valid: false, domain: "" });
+    }
+  });
+});
+
+describe("store signals", () => {
+  it("are neutral for a first-seen user", () => {
+    const input = cleanDesktopLogin();
+    const store = computeStoreSignals(input, EMPTY_HISTORY_SNAPSHOT, fast(), NOW_MS);
+    expect(store.velocity).toMatchObject({ available: true, burst: false, highHourly: false, multiAccountDevice: false });
+    expect(store.history).toMatchObject({ available: true, userKnown: false, newDevice: false, impossibleTravel: false });
+    expect(store.graph).toEqual({ available: false, linkedToFraud: false, hops: null, fraudNeighbours: 0 });
+    expect(store.consortium).toEqual({ available: false, matches: 0, indicatorTypes: [] });
+  });
+
+  it("detect velocity bursts and shared devices", () => {
+    const snapshot = knownUserSnapshot();
+    snapshot.counts.device = { lastMinute: 6, lastHour: 25, lastDay: 40 };
+    snapshot.distinctUsersPerDevice24h = 4;
+    const velocity = computeStoreSignals(cleanDesktopLogin(), snapshot, fast(), NOW_MS).velocity;
+    expect(velocity).toMatchObject({ burst: true, highHourly: true, highDaily: false, multiAccountDevice: true, usersPerDevice24h: 4 });
+  });
+
+  it("detect impossible travel between consecutive decisions", () => {
+    const snapshot = knownUserSnapshot(); // GB one hour ago
+    const fromSydney = fast({ ip: "1.1.1.1" }); // AU per the database
+    const history = computeStoreSignals(cleanDesktopLogin(), snapshot, fromSydney, NOW_MS).history;
+    expect(history.previousCountry).toBe("GB");
+    expect(history.secondsSincePrevious).toBe(3600);
+    expect(history.travelDistanceKm).toBeGreaterThan(15_000);
+    expect(history.impossibleTravel).toBe(true);
+    expect(history.newCountry).toBe(true);
+    // A day later the same hop is possible.
+    const dayLater = computeStoreSignals(cleanDesktopLogin(), snapshot, fromSydney, NOW_MS + 24 * 3600_000).history;
+    expect(dayLater.impossibleTravel).toBe(false);
+  });
+
+  it("recognise known and new devices", () => {
+    const snapshot = knownUserSnapshot();
+    expect(computeStoreSignals(cleanDesktopLogin(), snapshot, fast(), NOW_MS).history.newDevice).toBe(false);
+    const other = { ...cleanDesktopLogin(), deviceId: "vis_other" };
+    expect(computeStoreSignals(other, snapshot, fast(), NOW_MS).history.newDevice).toBe(true);
+  });
+
+  it("compare the amount with the user's history in that currency", () => {
+    const snapshot = knownUserSnapshot(); // GBP: 12 payments, max 180, mean 64
+    const amountFor = (amount: number, currency: string) =>
+      computeStoreSignals({ ...cleanDesktopLogin(), action: "checkout", amount, currency }, snapshot, fast(), NOW_MS).amount;
+    expect(amountFor(60, "GBP")).toMatchObject({ spike: false, aboveUsual: false, newCurrency: false, historyCount: 12 });
+    expect(amountFor(900, "GBP")).toMatchObject({ spike: true, ratioToMax: 5 });
+    expect(amountFor(200, "GBP")).toMatchObject({ spike: false, aboveUsual: true });
+    expect(amountFor(50, "usd")).toMatchObject({ currency: "USD", newCurrency: true });
+  });
+
+  it("carry graph and consortium results when the lookups ran", () => {
+    const snapshot = { ...knownUserSnapshot(), graph: { linkedToFraud: true, hops: 2, fraudNeighbours: 3 }, consortium: { matches: 2, indicatorTypes: ["email", "device"] } };
+    const store = computeStoreSignals(cleanDesktopLogin(), snapshot, fast(), NOW_MS);
+    expect(store.graph).toEqual({ available: true, linkedToFraud: true, hops: 2, fraudNeighbours: 3 });
+    expect(store.consortium).toEqual({ available: true, matches: 2, indicatorTypes: ["email", "device"] });
+  });
+});
+
+describe("mergeSignals", () => {
+  it("has the same fixed shape with and without the store path", () => {
+    const fastSignals = fast();
+    const partial = mergeSignals(fastSignals, null);
+    const full = mergeSignals(fastSignals, computeStoreSignals(cleanDesktopLogin(), EMPTY_HISTORY_SNAPSHOT, fastSignals, NOW_MS));
+    expect(partial.coverage).toBe("partial");
+    expect(full.coverage).toBe("full");
+    const shape = (value: unknown): unknown =>
+      value !== null && typeof value === "object" && !Array.isArray(value)
+        ? Object.fromEntries(Object.entries(value).map(([key, inner]) => [key, shape(inner)]))
+        : "leaf";
+    expect(shape(partial)).toEqual(shape(full));
+    expect(partial.velocity.available).toBe(false);
+    expect(partial.lists).toEqual({ denylisted: false });
+  });
+
+  it("is plain JSON without undefined values", () => {
+    const signals = mergeSignals(fast({ device: undefined, behavior: undefined, email: "", userAgent: "" }), null);
+    expect(JSON.parse(JSON.stringify(signals))).toEqual(signals);
+    const hasUndefined = (value: unknown): boolean =>
+      value === undefined || (value !== null && typeof value === "object" && Object.values(value).some(hasUndefined));
+    expect(hasUndefined(signals)).toBe(false);
+  });
+});
+
+describe("deviceFingerprint", () => {
+  it("is stable across browser updates and phone rotation", () => {
+    const iphone = cleanIphoneLogin();
+    const first = deviceFingerprint(iphone.device, USER_AGENTS.iphoneSafari);
+    const updated = deviceFingerprint(iphone.device, USER_AGENTS.iphoneSafari.replace(/17_4/g, "17_5").replace("17.4", "17.5"));
+    const screen = iphone.device?.screen;
+    const rotated = deviceFingerprint(
+      { ...iphone.device, screen: screen && { ...screen, width: screen.height, height: screen.width } },
+      USER_AGENTS.iphoneSafari,
+    );
+    expect(first.deviceHash).toMatch(/^[0-9a-f]{12}$/);
+    expect(updated.deviceHash).toBe(first.deviceHash);
+    expect(rotated.canonical).toBe(first.canonical);
+  });
+
+  it("differs between devices", () => {
+    const desktop = cleanDesktopLogin();
+    const a = deviceFingerprint(desktop.device, USER_AGENTS.windowsChrome);
+    const b = deviceFingerprint({ ...desktop.device, webglRenderer: "ANGLE (Intel, Intel(R) UHD Graphics 620 Direct3D11 vs_5_0 ps_5_0, D3D11)" }, USER_AGENTS.windowsChrome);
+    expect(a.deviceHash).not.toBe(b.deviceHash);
+    expect(JSON.parse(a.canonical)).toMatchObject({ browser: "Chrome", os: "Windows", platform: "Win32", language: "en-gb" });
+  });
+});
