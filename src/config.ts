@@ -1,3 +1,4 @@
+import os from "node:os";
 import path from "node:path";
 
 /** Installation settings, read once from the environment at start. */
@@ -20,6 +21,14 @@ export interface Config {
   shutdownGraceMs: number;
   /** Create a demo account on an empty database and print its test keys. */
   seedDemoAccount: boolean;
+  /** Worker threads of the decision engine pool. */
+  engineThreads: number;
+  /** How long decide waits for the comprehensive path before answering from the fast path. */
+  comprehensiveBudgetMs: number;
+  /** Tor exit list (bulk exit list or exit-addresses format); reloaded when it changes. */
+  torExitListPath: string | undefined;
+  /** CIDR list of hosting and datacenter ranges; reloaded when it changes. */
+  datacenterRangesPath: string | undefined;
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 256 * 1024;
@@ -51,5 +60,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       .filter(Boolean),
     shutdownGraceMs: integer(env, "FRAUD_SHUTDOWN_GRACE_MS", 10_000),
     seedDemoAccount: env.FRAUD_SEED_DEMO !== "false",
+    engineThreads: integer(env, "FRAUD_ENGINE_THREADS", Math.min(4, Math.max(1, os.availableParallelism())), 1),
+    comprehensiveBudgetMs: integer(env, "FRAUD_COMPREHENSIVE_BUDGET_MS", 50),
+    torExitListPath: env.FRAUD_TOR_EXIT_LIST || undefined,
+    datacenterRangesPath: env.FRAUD_DATACENTER_RANGES || undefined,
   };
 }

@@ -22,6 +22,15 @@ import { registerHealth } from "../services/health.js";
 import { pendingService } from "../services/pending.js";
 import { registerReflection } from "../services/reflection.js";
 import { createStatusService } from "../services/status.js";
+import { createDecisionService, defaultThresholds } from "../services/decisions.js";
+import { DecisionEngine } from "../decisions/engine.js";
+import type { DecisionDetails } from "../decisions/record.js";
+import { DecisionRecorder } from "../decisions/recorder.js";
+import { AnalyzeStateRepository } from "../store/analyze-state.js";
+import { DecisionRepository } from "../store/decisions.js";
+import { HistoryRepository } from "../store/history.js";
+import { IdempotencyRepository } from "../store/idempotency.js";
+import { WeightsRepository } from "../store/weights.js";
 import { AccountRepository } from "../store/accounts.js";
 import { ApiKeyRepository } from "../store/api-keys.js";
 import { openDatabase, type Db } from "../store/database.js";
@@ -30,10 +39,14 @@ import { Dispatcher } from "./dispatcher.js";
 import { RestGateway } from "./gateway.js";
 import { DualProtocolListener } from "./listener.js";
 
+const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
+
 export interface AppOptions {
   config: Config;
   clock?: Clock;
   logger?: Logger;
+  /** Fault injection for tests: extra latency before every store read of the comprehensive path. */
+  storeLatencyMs?: number;
 }
 
 /** A built, not yet listening, service. Tests build one on port 0. */
@@ -59,6 +72,17 @@ export function buildApp(options: AppOptions): App {
   const metrics = new Metrics();
   const health = new HealthMonitor(db);
   const limiter = new RateLimiter(clock);
+  const engine = DecisionEngine.load({
+    dataDir: config.dataDir,
+    reference: { torExitListPath: config.torExitListPath, datacenterRangesPath: config.datacenterRangesPath },
+    threads: config.engineThreads,
+    comprehensiveBudgetMs: config.comprehensiveBudgetMs,
+    storeLatencyMs: options.storeLatencyMs,
+  });
+  const decisions = new DecisionRepository<DecisionDetails>(db);
+  const idempotency = new IdempotencyRepository(db);
+  const analyzeState = new AnalyzeStateRepository(db);
+  const recorder = new DecisionRecorder(db, decisions, new HistoryRepository(db), idempotency);
 
   const router = createConnectRouter({
     interceptors: apiInterceptors({ logger, keys, limiter, rateLimitOverrides: config.rateLimitOverrides }),
@@ -66,7 +90,21 @@ export function buildApp(options: AppOptions): App {
     jsonOptions: { alwaysEmitImplicit: true },
     readMaxBytes: config.maxBodyBytes,
   });
-  router.service(DecisionService, pendingService(DecisionService, "the decision engine has not landed (issue 3)"));
+  router.service(
+    DecisionService,
+    createDecisionService({
+      clock,
+      logger,
+      engine,
+      recorder,
+      decisions,
+      idempotency,
+      weights: new WeightsRepository(db),
+      accounts,
+      analyzeState,
+      policies: defaultThresholds,
+    }),
+  );
   router.service(FeedbackService, pendingService(FeedbackService, "feedback learning has not landed (issue 6)"));
   router.service(CaseService, pendingService(CaseService, "case management has not landed (issue 5)"));
   router.service(PolicyService, pendingService(PolicyService, "policies have not landed (issue 4)"));
@@ -87,6 +125,12 @@ export function buildApp(options: AppOptions): App {
     }),
   });
   const listener = new DualProtocolListener(dispatcher.listener);
+  // Expired analyze state and idempotency answers are pruned in the background.
+  const maintenance = setInterval(() => {
+    const now = clock.now();
+    analyzeState.prune(now);
+    idempotency.prune(now);
+  }, MAINTENANCE_INTERVAL_MS).unref();
 
   let closing: Promise<void> | undefined;
   return {
@@ -106,6 +150,8 @@ export function buildApp(options: AppOptions): App {
         await Promise.race([dispatcher.idle(), timer]);
         listener.destroyAll();
         await stopped;
+        clearInterval(maintenance);
+        await engine.close();
         db.close();
       })();
       return closing;

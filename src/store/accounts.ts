@@ -30,14 +30,16 @@ export class AccountRepository {
   private readonly byIdStmt;
   private readonly listStmt;
   private readonly countStmt;
+  private readonly hashKeyStmt;
 
   constructor(db: Db) {
     this.insertStmt = db.prepare<[string, string, string, number]>(
-      "INSERT INTO accounts (id, name, rate_limit_overrides, created_at) VALUES (?, ?, ?, ?)",
+      "INSERT INTO accounts (id, name, rate_limit_overrides, created_at, hash_key) VALUES (?, ?, ?, ?, randomblob(32))",
     );
     this.byIdStmt = db.prepare<[string], AccountRow>("SELECT * FROM accounts WHERE id = ?");
     this.listStmt = db.prepare<[], AccountRow>("SELECT * FROM accounts ORDER BY created_at, id");
     this.countStmt = db.prepare<[], { n: number }>("SELECT COUNT(*) AS n FROM accounts");
+    this.hashKeyStmt = db.prepare<[string], { hash_key: Buffer }>("SELECT hash_key FROM accounts WHERE id = ?");
   }
 
   create(name: string, rateLimitOverrides: Record<string, number>, now: number): Account {
@@ -53,6 +55,11 @@ export class AccountRepository {
 
   list(): Account[] {
     return this.listStmt.all().map(toAccount);
+  }
+
+  /** The account's secret for keyed hashes (visitor ids); never leaves the server. */
+  hashKey(id: string): Buffer | undefined {
+    return this.hashKeyStmt.get(id)?.hash_key;
   }
 
   count(): number {

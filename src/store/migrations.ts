@@ -35,4 +35,113 @@ export const migrations: readonly string[] = [
   ) STRICT;
   CREATE INDEX api_keys_by_account ON api_keys(account_id, environment);
   `,
+  // 2: decisions, evidence, the comprehensive path's history, idempotency and analyze state.
+  `
+  -- Per-account secret for keyed hashes (visitor ids), so ids never correlate across accounts.
+  ALTER TABLE accounts ADD COLUMN hash_key BLOB;
+  UPDATE accounts SET hash_key = randomblob(32);
+
+  CREATE TABLE decisions (
+    id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    evidence_id TEXT NOT NULL UNIQUE,
+    request_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    action TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    decision TEXT NOT NULL,
+    score INTEGER NOT NULL,
+    confidence REAL NOT NULL,
+    -- The rest of the record (request, signals, contributions, policy results, timings) as JSON.
+    record TEXT NOT NULL
+  ) STRICT;
+  CREATE INDEX decisions_by_user ON decisions(account_id, environment, user_id, created_at);
+  CREATE INDEX decisions_by_time ON decisions(account_id, environment, created_at);
+
+  -- What a decision was made from, with a hash over its canonical JSON so feedback can prove it unaltered.
+  CREATE TABLE evidence (
+    id TEXT PRIMARY KEY,
+    decision_id TEXT NOT NULL REFERENCES decisions(id),
+    account_id TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    content TEXT NOT NULL,
+    integrity_hash TEXT NOT NULL
+  ) STRICT;
+
+  -- Sliding-window counters per entity (user, ip, device, email): current and previous bucket
+  -- of each window, so a decision reads and bumps O(1) rows, never scans.
+  CREATE TABLE velocity_counters (
+    account_id TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    entity TEXT NOT NULL,
+    minute_start INTEGER NOT NULL, minute_current INTEGER NOT NULL, minute_previous INTEGER NOT NULL,
+    hour_start INTEGER NOT NULL, hour_current INTEGER NOT NULL, hour_previous INTEGER NOT NULL,
+    day_start INTEGER NOT NULL, day_current INTEGER NOT NULL, day_previous INTEGER NOT NULL,
+    PRIMARY KEY (account_id, environment, entity)
+  ) STRICT, WITHOUT ROWID;
+
+  -- Distinct users per device or IP and UTC day: the row set dedupes, the counter is read.
+  CREATE TABLE entity_users (
+    account_id TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    entity TEXT NOT NULL,
+    day INTEGER NOT NULL,
+    user_id TEXT NOT NULL,
+    PRIMARY KEY (account_id, environment, entity, day, user_id)
+  ) STRICT, WITHOUT ROWID;
+  CREATE TABLE entity_user_counts (
+    account_id TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    entity TEXT NOT NULL,
+    day INTEGER NOT NULL,
+    users INTEGER NOT NULL,
+    PRIMARY KEY (account_id, environment, entity, day)
+  ) STRICT, WITHOUT ROWID;
+
+  -- One row per end user: what the history signals compare against.
+  CREATE TABLE user_profiles (
+    account_id TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    last_decision_at INTEGER NOT NULL,
+    last_country TEXT NOT NULL,
+    last_ip TEXT NOT NULL,
+    known_devices TEXT NOT NULL,
+    known_countries TEXT NOT NULL,
+    amounts TEXT NOT NULL,
+    PRIMARY KEY (account_id, environment, user_id)
+  ) STRICT, WITHOUT ROWID;
+
+  -- Category weights per account and environment; absent means the defaults (version 1).
+  CREATE TABLE category_weights (
+    account_id TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    weights TEXT NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (account_id, environment)
+  ) STRICT;
+
+  CREATE TABLE idempotency_keys (
+    account_id TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    key TEXT NOT NULL,
+    request_hash TEXT NOT NULL,
+    response BLOB NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (account_id, environment, key)
+  ) STRICT;
+
+  -- Analyze keeps short-lived state only: a key-value table with expiry.
+  CREATE TABLE analyze_state (
+    account_id TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (account_id, environment, key)
+  ) STRICT, WITHOUT ROWID;
+  CREATE INDEX analyze_state_expiry ON analyze_state(expires_at);
+  `,
 ];

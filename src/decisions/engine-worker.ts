@@ -1,0 +1,56 @@
+// Piscina worker: a thin shell around the pure engine. It holds the shared
+// reference data and a read-only connection to the store, and turns one task
+// into signals and a score. Nothing here decides policy or writes state.
+import { workerData } from "node:worker_threads";
+import {
+  ReferenceData,
+  computeFastSignals,
+  computeStoreSignals,
+  mergeSignals,
+  scoreSignals,
+  type SharedReferenceData,
+} from "../engine/index.js";
+import { openDatabase } from "../store/database.js";
+import { HistoryRepository } from "../store/history.js";
+import type { EngineOutcome, EngineTask } from "./engine-types.js";
+
+export interface EngineWorkerData {
+  reference: SharedReferenceData;
+  dataDir: string;
+  /** Fault injection for tests: extra latency before every store read. */
+  storeLatencyMs: number;
+}
+
+const config = workerData as EngineWorkerData;
+const reference = ReferenceData.fromShared(config.reference);
+const history = new HistoryRepository(openDatabase(config.dataDir, { readonly: true }));
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
+
+/** The Tor and datacenter lists can change while the service runs; look at most once a second. */
+const RELOAD_CHECK_MS = 1_000;
+let lastReloadCheck = 0;
+
+export function evaluate(task: EngineTask): EngineOutcome {
+  const started = performance.now();
+  if (started - lastReloadCheck > RELOAD_CHECK_MS) {
+    lastReloadCheck = started;
+    reference.reloadIfChanged();
+  }
+  const fast = computeFastSignals(task.input, reference, task.nowMs);
+  const fastDone = performance.now();
+  let store = null;
+  if (task.mode === "full") {
+    if (config.storeLatencyMs > 0) Atomics.wait(sleeper, 0, 0, config.storeLatencyMs);
+    const snapshot = history.snapshot(task.tenant, task.entities, task.nowMs);
+    store = computeStoreSignals(task.input, snapshot, fast, task.nowMs);
+  }
+  const signals = mergeSignals(fast, store, { denylisted: task.denylisted });
+  const result = scoreSignals(signals, task.weights);
+  const done = performance.now();
+  return {
+    signals,
+    result,
+    fastPathMs: fastDone - started,
+    comprehensivePathMs: task.mode === "full" ? done - fastDone : 0,
+  };
+}

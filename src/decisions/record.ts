@@ -1,0 +1,31 @@
+import type { JsonValue } from "@bufbuild/protobuf";
+import type { Contribution, Signals } from "../engine/index.js";
+
+/** One policy's outcome on one decision, as stored and shown in GetDecision. */
+export interface PolicyResultRecord {
+  policyId: string;
+  policyVersion: number;
+  mode: "active" | "shadow";
+  matchedRule: number;
+  action: string;
+  error: string;
+}
+
+/** Everything a decision was made from, stored as JSON with the decision row. */
+export interface DecisionDetails {
+  /** The DecideRequest in protobuf JSON, with the IP as resolved. */
+  request: JsonValue;
+  reasons: string[];
+  confidencePercent: number;
+  signals: Signals;
+  categoryScores: Record<string, number>;
+  contributions: Contribution[];
+  weightsVersion: number;
+  policyResults: PolicyResultRecord[];
+  signalCoverage: "full" | "partial";
+  fastPathMs: number;
+  comprehensivePathMs: number;
+  processingTimeMs: number;
+  /** When the comprehensive path missed its budget: what it said once it finished. */
+  lateComprehensive?: { score: number; reasons: string[]; comprehensivePathMs: number } | { failed: true };
+}

@@ -1,0 +1,302 @@
+import { createHmac } from "node:crypto";
+import { create, fromBinary, fromJson, toBinary, toJson, type JsonObject, type MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import {
+  DecideRequestSchema,
+  DecideResponseSchema,
+  DecisionRecordSchema,
+  type AnalyzeRequest,
+  type DecideRequest,
+  type DecisionService,
+} from "../../gen/fraud/v1/decision_pb.js";
+import { callContext } from "../api/context.js";
+import { apiError } from "../api/errors.js";
+import type { Principal } from "../auth/key-service.js";
+import { canonicalJson, sha256Hex } from "../canonical-json.js";
+import type { Clock } from "../clock.js";
+import type { DecisionEngine } from "../decisions/engine.js";
+import type { DecisionDetails, PolicyResultRecord } from "../decisions/record.js";
+import type { DecisionRecorder } from "../decisions/recorder.js";
+import {
+  decideFromScore,
+  deviceFingerprint,
+  hasElevatedRisk,
+  riskLevelFromScore,
+  type Decision,
+  type EngineInput,
+  type Signals,
+} from "../engine/index.js";
+import { newId } from "../ids.js";
+import type { Logger } from "../log.js";
+import type { AccountRepository } from "../store/accounts.js";
+import type { AnalyzeStateRepository } from "../store/analyze-state.js";
+import type { DecisionRepository, StoredDecision } from "../store/decisions.js";
+import type { DecisionEntities } from "../store/history.js";
+import type { IdempotencyRepository } from "../store/idempotency.js";
+import type { Tenant } from "../store/tenant.js";
+import type { WeightsRepository } from "../store/weights.js";
+
+/** What the account's policies made of a score (the policy capability plugs in here). */
+export interface PolicyVerdict {
+  decision: Decision;
+  results: PolicyResultRecord[];
+}
+
+export type PolicyEvaluator = (tenant: Tenant, context: { score: number; signals: Signals; request: DecideRequest }) => PolicyVerdict;
+
+/** Until policies land: the 'Default Thresholds' policy of the specification. */
+export const defaultThresholds: PolicyEvaluator = (_tenant, { score }) => ({ decision: decideFromScore(score), results: [] });
+
+/** How long analyze keeps its per-visitor state. */
+const ANALYZE_STATE_TTL_MS = 24 * 60 * 60 * 1000;
+const IDEMPOTENCY_KEY_MAX = 255;
+
+export interface DecisionServiceDeps {
+  clock: Clock;
+  logger: Logger;
+  engine: DecisionEngine;
+  recorder: DecisionRecorder;
+  decisions: DecisionRepository<DecisionDetails>;
+  idempotency: IdempotencyRepository;
+  weights: WeightsRepository;
+  accounts: AccountRepository;
+  analyzeState: AnalyzeStateRepository;
+  policies: PolicyEvaluator;
+}
+
+function tenantOf(ctx: HandlerContext): { tenant: Tenant; principal: Principal; clientIp: string; requestId: string } {
+  const call = callContext(ctx.values);
+  if (!call.principal) throw apiError("UNAUTHORIZED", "an API key is required");
+  return {
+    tenant: { accountId: call.principal.accountId, environment: call.principal.environment },
+    principal: call.principal,
+    clientIp: call.clientIp,
+    requestId: call.requestId,
+  };
+}
+
+function engineInput(request: DecideRequest | AnalyzeRequest, ip: string): EngineInput {
+  return {
+    userId: request.userId,
+    action: request.action,
+    email: request.email,
+    ip,
+    deviceId: request.deviceId,
+    userAgent: request.userAgent,
+    amount: "amount" in request ? request.amount : undefined,
+    currency: "currency" in request ? request.currency : "",
+    device: request.device,
+    behavior: request.behavior,
+  };
+}
+
+function entitiesOf(input: EngineInput): DecisionEntities {
+  return { userId: input.userId, ip: input.ip ?? "", deviceId: input.deviceId ?? "", email: input.email ?? "" };
+}
+
+const round3 = (value: number) => Math.round(value * 1000) / 1000;
+
+export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<typeof DecisionService> {
+  const hashKeys = new Map<string, Buffer>();
+  const keyedId = (accountId: string, purpose: string, value: string): string => {
+    let key = hashKeys.get(accountId);
+    if (!key) {
+      key = deps.accounts.hashKey(accountId);
+      if (!key) throw new Error(`account ${accountId} has no hash key`);
+      hashKeys.set(accountId, key);
+    }
+    return createHmac("sha256", key).update(`${purpose}:${value}`).digest("hex").slice(0, 24);
+  };
+
+  return {
+    async decide(request, ctx) {
+      const started = performance.now();
+      const { tenant, clientIp, requestId } = tenantOf(ctx);
+      const now = deps.clock.now();
+      const ip = request.ip || clientIp;
+      const resolved = create(DecideRequestSchema, { ...request, ip });
+
+      const idempotencyKey = ctx.requestHeader.get("idempotency-key")?.trim();
+      let requestHash = "";
+      if (idempotencyKey !== undefined) {
+        if (idempotencyKey === "" || idempotencyKey.length > IDEMPOTENCY_KEY_MAX) {
+          throw apiError("VALIDATION_ERROR", `Idempotency-Key must be 1 to ${IDEMPOTENCY_KEY_MAX} characters`, {
+            fieldViolations: [{ field: "Idempotency-Key", description: `must be 1 to ${IDEMPOTENCY_KEY_MAX} characters` }],
+          });
+        }
+        requestHash = sha256Hex(canonicalJson(toJson(DecideRequestSchema, request)));
+        const earlier = deps.idempotency.find(tenant, idempotencyKey, now);
+        if (earlier) return replay(earlier.requestHash, requestHash, earlier.response);
+      }
+
+      const input = engineInput(request, ip);
+      const weights = deps.weights.current(tenant);
+      const task = { tenant, input, entities: entitiesOf(input), nowMs: now, weights, denylisted: false };
+      const { outcome, comprehensiveInTime, late } = await deps.engine.decide(task);
+      const { result, signals } = outcome;
+      const verdict = deps.policies(tenant, { score: result.score, signals, request: resolved });
+
+      const decisionId = newId("dec");
+      const evidenceId = newId("evi");
+      const processingTimeMs = round3(performance.now() - started);
+      const response = create(DecideResponseSchema, {
+        decision: verdict.decision,
+        score: result.score,
+        confidence: result.confidence,
+        confidencePercent: result.confidencePercent,
+        reasons: result.reasons,
+        evidenceId,
+        requestId,
+        processingTimeMs,
+      });
+      const requestJson = toJson(DecideRequestSchema, resolved);
+      const details: DecisionDetails = {
+        request: requestJson,
+        reasons: result.reasons,
+        confidencePercent: result.confidencePercent,
+        signals,
+        categoryScores: result.categoryScores,
+        contributions: result.contributions,
+        weightsVersion: result.weightsVersion,
+        policyResults: verdict.results,
+        signalCoverage: comprehensiveInTime ? "full" : "partial",
+        fastPathMs: round3(outcome.fastPathMs),
+        comprehensivePathMs: round3(outcome.comprehensivePathMs),
+        processingTimeMs,
+      };
+      const stored: StoredDecision<DecisionDetails> = {
+        id: decisionId,
+        evidenceId,
+        requestId,
+        userId: request.userId,
+        action: request.action,
+        createdAt: now,
+        decision: verdict.decision,
+        score: result.score,
+        confidence: result.confidence,
+        details,
+      };
+      const evidence = {
+        evidenceId,
+        decisionId,
+        accountId: tenant.accountId,
+        environment: tenant.environment,
+        requestId,
+        createdAt: new Date(now).toISOString(),
+        request: requestJson,
+        signals,
+        weightsVersion: result.weightsVersion,
+        score: result.score,
+        decision: verdict.decision,
+        reasons: result.reasons,
+      };
+      const replayed = deps.recorder.record({
+        tenant,
+        decision: stored,
+        evidence,
+        history: { ...entitiesOf(input), country: signals.geo.country, amount: request.amount, currency: request.currency },
+        idempotency: idempotencyKey !== undefined ? { key: idempotencyKey, entry: { requestHash, response: toBinary(DecideResponseSchema, response) } } : undefined,
+        now,
+      });
+      if (replayed) return replay(replayed.requestHash, requestHash, replayed.response);
+
+      if (late) {
+        // Both outcomes are recorded: the answer given, and what the comprehensive path said afterwards.
+        void late.then((full) => {
+          details.lateComprehensive = full
+            ? { score: full.result.score, reasons: full.result.reasons, comprehensivePathMs: round3(full.comprehensivePathMs) }
+            : { failed: true };
+          deps.decisions.updateDetails(tenant, decisionId, details);
+        }).catch((error: unknown) => deps.logger.log("warn", "could not record the late comprehensive outcome", { decisionId, error: String(error) }));
+      }
+      return response;
+    },
+
+    async analyze(request, ctx) {
+      const started = performance.now();
+      const { tenant, clientIp } = tenantOf(ctx);
+      const now = deps.clock.now();
+      const ip = request.ip || clientIp;
+      const input = engineInput(request, ip);
+      const outcome = await deps.engine.fast({
+        tenant,
+        input,
+        entities: entitiesOf(input),
+        nowMs: now,
+        weights: deps.weights.current(tenant),
+        denylisted: false,
+      });
+      const { result } = outcome;
+      const fingerprint = deviceFingerprint(request.device, request.userAgent);
+      // Without any device characteristics the fingerprint would be shared by everyone: add the network.
+      const deviceKey = request.deviceId || (request.device || request.userAgent ? fingerprint.canonical : `${fingerprint.canonical}|${ip}`);
+      const visitorId = `vis_${keyedId(tenant.accountId, "visitor", deviceKey)}`;
+      const riskLevel = riskLevelFromScore(result.score);
+      const decisionId = newId("dec");
+      deps.analyzeState.put(tenant, `visitor:${visitorId}`, { lastDecisionId: decisionId, riskLevel, score: result.score, at: now }, now + ANALYZE_STATE_TTL_MS);
+      return {
+        decision: decideFromScore(result.score),
+        riskLevel,
+        visitorId,
+        deviceFingerprintId: `dfp_${keyedId(tenant.accountId, "fingerprint", fingerprint.canonical)}`,
+        deviceHash: fingerprint.deviceHash,
+        hasElevatedRisk: hasElevatedRisk(riskLevel),
+        riskReasons: result.reasons.filter((reason) => reason !== "LOW_RISK"),
+        signalCoverage: analyzeCoverage(request, outcome.signals),
+        processingTimeMs: round3(performance.now() - started),
+        decisionId,
+      };
+    },
+
+    getDecision(request, ctx) {
+      const { tenant } = tenantOf(ctx);
+      const stored = deps.decisions.get(tenant, request.id);
+      if (!stored) throw apiError("NOT_FOUND", `no decision ${request.id}`);
+      return { decision: toDecisionRecord(stored, tenant) };
+    },
+  };
+}
+
+function replay(storedHash: string, requestHash: string, response: Uint8Array) {
+  if (storedHash !== requestHash) {
+    throw apiError("CONFLICT", "this Idempotency-Key was already used with a different request body");
+  }
+  return fromBinary(DecideResponseSchema, response);
+}
+
+/**
+ * full: the network, the user agent and the device were all there to read;
+ * minimal: neither user agent nor device; partial: anything in between.
+ */
+function analyzeCoverage(request: AnalyzeRequest, signals: Signals): "full" | "partial" | "minimal" {
+  const hasAgent = request.userAgent !== "";
+  const hasDevice = request.device !== undefined;
+  if (!hasAgent && !hasDevice) return "minimal";
+  return hasAgent && hasDevice && signals.network.valid ? "full" : "partial";
+}
+
+function toDecisionRecord(stored: StoredDecision<DecisionDetails>, tenant: Tenant): MessageInitShape<typeof DecisionRecordSchema> {
+  const details = stored.details;
+  return {
+    id: stored.id,
+    evidenceId: stored.evidenceId,
+    requestId: stored.requestId,
+    environment: tenant.environment,
+    createdAt: timestampFromMs(stored.createdAt),
+    request: fromJson(DecideRequestSchema, details.request),
+    decision: stored.decision,
+    score: stored.score,
+    confidence: stored.confidence,
+    reasons: details.reasons,
+    // The signals object is plain JSON by construction (docs/signals.md).
+    signals: details.signals as unknown as JsonObject,
+    categoryScores: details.categoryScores,
+    contributions: details.contributions,
+    weightsVersion: details.weightsVersion,
+    policyResults: details.policyResults,
+    signalCoverage: details.signalCoverage,
+    fastPathMs: details.fastPathMs,
+    comprehensivePathMs: details.comprehensivePathMs,
+  };
+}

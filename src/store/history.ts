@@ -1,0 +1,197 @@
+import type { AmountStats, HistorySnapshot, WindowCounts } from "../engine/index.js";
+import type { Db } from "./database.js";
+import type { Tenant } from "./tenant.js";
+
+const MINUTE = 60_000;
+const HOUR = 3_600_000;
+const DAY = 86_400_000;
+/** How many devices and countries a user profile remembers (most recent first). */
+const PROFILE_MEMORY = 50;
+
+/** The entities a decision is counted under; "" when the request did not carry it. */
+export interface DecisionEntities {
+  userId: string;
+  ip: string;
+  deviceId: string;
+  email: string;
+}
+
+/** What a decision adds to the history once it is made. */
+export interface HistoryUpdate extends DecisionEntities {
+  country: string;
+  amount: number | undefined;
+  currency: string;
+}
+
+interface VelocityRow {
+  minute_start: number;
+  minute_current: number;
+  minute_previous: number;
+  hour_start: number;
+  hour_current: number;
+  hour_previous: number;
+  day_start: number;
+  day_current: number;
+  day_previous: number;
+}
+
+interface ProfileRow {
+  last_decision_at: number;
+  last_country: string;
+  last_ip: string;
+  known_devices: string;
+  known_countries: string;
+  amounts: string;
+}
+
+/** Entity keys carry a type tag so a user id can never collide with an e-mail or IP. */
+function entityKeys(entities: DecisionEntities): Record<"user" | "ip" | "device" | "email", string> {
+  return {
+    user: entities.userId && `u:${entities.userId}`,
+    ip: entities.ip && `i:${entities.ip}`,
+    device: entities.deviceId && `d:${entities.deviceId}`,
+    email: entities.email && `e:${entities.email.trim().toLowerCase()}`,
+  };
+}
+
+/** Sliding-window estimate from a window's current and previous bucket. */
+function estimate(start: number, current: number, previous: number, windowMs: number, now: number): number {
+  const bucket = now - (now % windowMs);
+  const elapsed = (now - bucket) / windowMs;
+  if (start === bucket) return Math.floor(previous * (1 - elapsed)) + current;
+  if (bucket - start === windowMs) return Math.floor(current * (1 - elapsed));
+  return 0;
+}
+
+/**
+ * The comprehensive path's store: velocity counters, distinct users per device
+ * and IP, and one profile row per user. Every read and write touches a fixed
+ * number of rows by primary key, whatever the history's size.
+ */
+export class HistoryRepository {
+  private readonly velocityStmt;
+  private readonly bumpVelocityStmt;
+  private readonly usersStmt;
+  private readonly seenTodayStmt;
+  private readonly addUserStmt;
+  private readonly bumpUsersStmt;
+  private readonly profileStmt;
+  private readonly saveProfileStmt;
+
+  constructor(db: Db) {
+    this.velocityStmt = db.prepare<[string, string, string], VelocityRow>(
+      "SELECT * FROM velocity_counters WHERE account_id = ? AND environment = ? AND entity = ?",
+    );
+    const roll = (name: string, param: string, windowMs: number) => `
+      ${name}_previous = CASE WHEN ${name}_start = @${param} THEN ${name}_previous
+                              WHEN @${param} - ${name}_start = ${windowMs} THEN ${name}_current ELSE 0 END,
+      ${name}_current = CASE WHEN ${name}_start = @${param} THEN ${name}_current + 1 ELSE 1 END,
+      ${name}_start = @${param}`;
+    this.bumpVelocityStmt = db.prepare(
+      `INSERT INTO velocity_counters VALUES (@accountId, @environment, @entity, @minute, 1, 0, @hour, 1, 0, @day, 1, 0)
+       ON CONFLICT DO UPDATE SET ${roll("minute", "minute", MINUTE)}, ${roll("hour", "hour", HOUR)}, ${roll("day", "day", DAY)}`,
+    );
+    this.usersStmt = db.prepare<[string, string, string, number], { day: number; users: number }>(
+      "SELECT day, users FROM entity_user_counts WHERE account_id = ? AND environment = ? AND entity = ? AND day >= ?",
+    );
+    this.seenTodayStmt = db.prepare<[string, string, string, number, string], { one: number }>(
+      "SELECT 1 AS one FROM entity_users WHERE account_id = ? AND environment = ? AND entity = ? AND day = ? AND user_id = ?",
+    );
+    this.addUserStmt = db.prepare<[string, string, string, number, string]>(
+      "INSERT OR IGNORE INTO entity_users VALUES (?, ?, ?, ?, ?)",
+    );
+    this.bumpUsersStmt = db.prepare<[string, string, string, number]>(
+      "INSERT INTO entity_user_counts VALUES (?, ?, ?, ?, 1) ON CONFLICT DO UPDATE SET users = users + 1",
+    );
+    this.profileStmt = db.prepare<[string, string, string], ProfileRow>(
+      "SELECT * FROM user_profiles WHERE account_id = ? AND environment = ? AND user_id = ?",
+    );
+    this.saveProfileStmt = db.prepare(
+      `INSERT INTO user_profiles VALUES (@accountId, @environment, @userId, @at, @country, @ip, @devices, @countries, @amounts)
+       ON CONFLICT DO UPDATE SET last_decision_at = @at, last_country = @country, last_ip = @ip,
+         known_devices = @devices, known_countries = @countries, amounts = @amounts`,
+    );
+  }
+
+  /** What the store knows before this request (earlier decisions only). */
+  snapshot(tenant: Tenant, entities: DecisionEntities, now: number): HistorySnapshot {
+    const keys = entityKeys(entities);
+    const counts = (entity: string): WindowCounts => {
+      if (!entity) return { lastMinute: 0, lastHour: 0, lastDay: 0 };
+      const row = this.velocityStmt.get(tenant.accountId, tenant.environment, entity);
+      if (!row) return { lastMinute: 0, lastHour: 0, lastDay: 0 };
+      return {
+        lastMinute: estimate(row.minute_start, row.minute_current, row.minute_previous, MINUTE, now),
+        lastHour: estimate(row.hour_start, row.hour_current, row.hour_previous, HOUR, now),
+        lastDay: estimate(row.day_start, row.day_current, row.day_previous, DAY, now),
+      };
+    };
+    const profile = entities.userId ? this.profileStmt.get(tenant.accountId, tenant.environment, entities.userId) : undefined;
+    return {
+      counts: { user: counts(keys.user), ip: counts(keys.ip), device: counts(keys.device), email: counts(keys.email) },
+      distinctUsersPerDevice24h: this.distinctUsers(tenant, keys.device, entities.userId, now),
+      distinctUsersPerIp24h: this.distinctUsers(tenant, keys.ip, entities.userId, now),
+      previousDecision: profile ? { atMs: profile.last_decision_at, country: profile.last_country, ip: profile.last_ip } : null,
+      knownDeviceIds: profile ? (JSON.parse(profile.known_devices) as string[]) : [],
+      knownCountries: profile ? (JSON.parse(profile.known_countries) as string[]) : [],
+      amountHistory: profile ? (JSON.parse(profile.amounts) as Record<string, AmountStats>) : {},
+      graph: null,
+      consortium: null,
+    };
+  }
+
+  /** Counts a decision under its entities and updates the user's profile. Call inside a transaction. */
+  record(tenant: Tenant, update: HistoryUpdate, now: number): void {
+    const keys = entityKeys(update);
+    const { accountId, environment } = tenant;
+    const windows = { minute: now - (now % MINUTE), hour: now - (now % HOUR), day: now - (now % DAY) };
+    for (const entity of Object.values(keys)) {
+      if (entity) this.bumpVelocityStmt.run({ accountId, environment, entity, ...windows });
+    }
+    const day = Math.floor(now / DAY);
+    for (const entity of [keys.device, keys.ip]) {
+      if (entity && update.userId && this.addUserStmt.run(accountId, environment, entity, day, update.userId).changes === 1) {
+        this.bumpUsersStmt.run(accountId, environment, entity, day);
+      }
+    }
+    if (!update.userId) return;
+    const profile = this.profileStmt.get(accountId, environment, update.userId);
+    const remember = (json: string | undefined, value: string): string => {
+      const list = json ? (JSON.parse(json) as string[]) : [];
+      if (!value) return JSON.stringify(list);
+      return JSON.stringify([value, ...list.filter((item) => item !== value)].slice(0, PROFILE_MEMORY));
+    };
+    const amounts = profile ? (JSON.parse(profile.amounts) as Record<string, AmountStats>) : {};
+    if (update.amount !== undefined && update.currency) {
+      const stats = amounts[update.currency] ?? { count: 0, max: 0, mean: 0 };
+      amounts[update.currency] = {
+        count: stats.count + 1,
+        max: Math.max(stats.max, update.amount),
+        mean: stats.mean + (update.amount - stats.mean) / (stats.count + 1),
+      };
+    }
+    this.saveProfileStmt.run({
+      accountId,
+      environment,
+      userId: update.userId,
+      at: now,
+      country: update.country || (profile?.last_country ?? ""),
+      ip: update.ip || (profile?.last_ip ?? ""),
+      devices: remember(profile?.known_devices, update.deviceId),
+      countries: remember(profile?.known_countries, update.country),
+      amounts: JSON.stringify(amounts),
+    });
+  }
+
+  /** Distinct users of a device or IP over the sliding day, this user included. */
+  private distinctUsers(tenant: Tenant, entity: string, userId: string, now: number): number {
+    if (!entity) return 0;
+    const today = Math.floor(now / DAY);
+    let users = 0;
+    for (const row of this.usersStmt.all(tenant.accountId, tenant.environment, entity, today - 1)) {
+      users += row.day === today ? row.users : Math.floor(row.users * (1 - (now % DAY) / DAY));
+    }
+    const seenToday = userId !== "" && this.seenTodayStmt.get(tenant.accountId, tenant.environment, entity, today, userId) !== undefined;
+    return users + (userId !== "" && !seenToday ? 1 : 0);
+  }
+}

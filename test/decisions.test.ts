@@ -1,0 +1,250 @@
+import fs from "node:fs";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import * as grpc from "@grpc/grpc-js";
+import { DecisionService, DecideRequestSchema, DecideResponseSchema, GetDecisionRequestSchema, GetDecisionResponseSchema } from "../gen/fraud/v1/decision_pb.js";
+import { REASON_CODES } from "../src/engine/index.js";
+import { grpcClient, grpcUnary } from "./helpers/grpc.js";
+import { HUMAN_DESKTOP, UK_IP, USER_AGENTS, botAttack } from "./helpers/inputs.js";
+import { startTestServer, tempDir, type TestServer } from "./helpers/server.js";
+
+const TOR_EXIT = "185.220.101.45";
+let server: TestServer;
+let acme: ReturnType<TestServer["createAccount"]>;
+let globex: ReturnType<TestServer["createAccount"]>;
+let torDir: string;
+
+beforeAll(async () => {
+  torDir = tempDir("tor-");
+  // A real Tor bulk exit list: one address per line.
+  fs.writeFileSync(path.join(torDir, "exits.txt"), `# Tor bulk exit list\n${TOR_EXIT}\n185.220.101.46\n2a0b:f4c2::1\n`);
+  server = await startTestServer({ config: { torExitListPath: path.join(torDir, "exits.txt"), engineThreads: 2 } });
+  acme = server.createAccount("Acme");
+  globex = server.createAccount("Globex");
+});
+afterAll(async () => {
+  await server.close();
+  fs.rmSync(torDir, { recursive: true, force: true });
+});
+
+interface DecideBody {
+  success: boolean;
+  data: { decision: string; score: number; confidence: number; confidencePercent: number; reasons: string[]; evidenceId: string; requestId: string; processingTimeMs: number };
+  meta: { requestId: string; latencyMs: number };
+}
+
+async function decide(key: string, body: Record<string, unknown>, headers: Record<string, string> = {}) {
+  const res = await fetch(`${server.url}/api/v1/decide`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": key, ...headers },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as DecideBody };
+}
+
+describe("POST /api/v1/decide", () => {
+  it("answers exactly part 2.2 inside the envelope", async () => {
+    const { status, body } = await decide(acme.keys.test.secret, { userId: "user_1", action: "login", ip: UK_IP, email: "jane.doe@example.co.uk", ...HUMAN_DESKTOP });
+    expect(status).toBe(200);
+    expect(Object.keys(body).sort()).toEqual(["data", "meta", "success"]);
+    expect(Object.keys(body.data).sort()).toEqual(["confidence", "confidencePercent", "decision", "evidenceId", "processingTimeMs", "reasons", "requestId", "score"]);
+    expect(body.data).toMatchObject({ decision: "allow", reasons: ["LOW_RISK"] });
+    expect(body.data.score).toBeLessThan(30);
+    expect(body.data.confidence).toBeGreaterThan(0);
+    expect(body.data.confidence).toBeLessThanOrEqual(1);
+    expect(body.data.confidencePercent).toBe(Math.round(body.data.confidence * 100));
+    expect(body.data.evidenceId).toMatch(/^evi_[0-9A-Za-z]{22}$/);
+    expect(body.data.requestId).toMatch(/^req_[0-9A-Za-z]{22}$/);
+    expect(body.data.requestId).toBe(body.meta.requestId);
+    expect(typeof body.data.processingTimeMs).toBe("number");
+  });
+
+  it("denies the strongest signals together with a score of 80 and above", async () => {
+    const { body } = await decide(acme.keys.test.publishable, { userId: "bot_1", action: "signup", ...botAttack(TOR_EXIT) });
+    expect(body.data.decision).toBe("deny");
+    expect(body.data.score).toBeGreaterThanOrEqual(80);
+    expect(body.data.reasons).toEqual(expect.arrayContaining(["TOR_EXIT", "WEBDRIVER", "VM_DETECTED", "DISPOSABLE_EMAIL"]));
+    for (const reason of body.data.reasons) expect(REASON_CODES).toContain(reason);
+  });
+
+  it("recognises real bots and automation by their user agents", async () => {
+    for (const userAgent of [USER_AGENTS.headlessChrome, USER_AGENTS.googlebot, USER_AGENTS.curl, USER_AGENTS.pythonRequests]) {
+      const { body } = await decide(acme.keys.test.secret, { userId: `ua_${userAgent.length}`, action: "login", ip: UK_IP, userAgent });
+      expect(body.data.score, userAgent).toBeGreaterThanOrEqual(30);
+      expect(body.data.reasons.some((r) => ["HEADLESS_BROWSER", "CRAWLER_USER_AGENT", "AUTOMATION_TOOL"].includes(r)), userAgent).toBe(true);
+    }
+  });
+
+  it("takes the IP from the connection when omitted, and handles IPv6", async () => {
+    const omitted = await decide(acme.keys.test.secret, { userId: "ip_user", action: "login", ...HUMAN_DESKTOP });
+    const record = await getDecisionOf(acme.keys.test.secret, omitted.body.data.evidenceId);
+    expect((record.request as { ip: string }).ip).toBe("127.0.0.1");
+    const v6 = await decide(acme.keys.test.secret, { userId: "ip6_user", action: "login", ip: "2a0b:f4c2::1", ...HUMAN_DESKTOP });
+    expect(v6.body.data.reasons).toContain("TOR_EXIT");
+  });
+
+  it("raises velocity and history signals from earlier decisions", async () => {
+    let last: DecideBody | undefined;
+    for (let i = 0; i < 8; i++) {
+      last = (await decide(acme.keys.test.secret, { userId: "busy_user", action: "login", ip: UK_IP, deviceId: "dev_busy", ...HUMAN_DESKTOP })).body;
+    }
+    expect(last?.data.reasons).toContain("VELOCITY_BURST");
+  });
+
+  it("returns the same answer for a retried Idempotency-Key without counting twice", async () => {
+    const body = { userId: "idem_user", action: "checkout", amount: 49.9, currency: "EUR", ip: UK_IP, ...HUMAN_DESKTOP };
+    const first = await decide(acme.keys.test.secret, body, { "idempotency-key": "order-1234" });
+    const second = await decide(acme.keys.test.secret, body, { "idempotency-key": "order-1234" });
+    expect(second.body.data).toEqual(first.body.data);
+    const count = server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions WHERE user_id = 'idem_user'").get() as { n: number };
+    expect(count.n).toBe(1);
+    const conflict = await fetch(`${server.url}/api/v1/decide`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": acme.keys.test.secret, "idempotency-key": "order-1234" },
+      body: JSON.stringify({ ...body, amount: 5000 }),
+    });
+    expect(conflict.status).toBe(409);
+    expect(((await conflict.json()) as { error: { code: string } }).error.code).toBe("CONFLICT");
+  });
+
+  it("stores evidence whose integrity hash matches its canonical content", async () => {
+    const { body } = await decide(acme.keys.test.secret, { userId: "evidence_user", action: "login", ip: UK_IP });
+    const row = server.app.db.prepare("SELECT content, integrity_hash FROM evidence WHERE id = ?").get(body.data.evidenceId) as { content: string; integrity_hash: string };
+    const { createHash } = await import("node:crypto");
+    expect(createHash("sha256").update(row.content).digest("hex")).toBe(row.integrity_hash);
+    expect(JSON.parse(row.content)).toMatchObject({ evidenceId: body.data.evidenceId, score: body.data.score, decision: body.data.decision });
+  });
+});
+
+async function getDecisionOf(key: string, evidenceId: string): Promise<Record<string, unknown>> {
+  const row = server.app.db.prepare("SELECT id FROM decisions WHERE evidence_id = ?").get(evidenceId) as { id: string };
+  const res = await fetch(`${server.url}/api/v1/decisions/${row.id}`, { headers: { "x-api-key": key } });
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { data: Record<string, unknown> }).data;
+}
+
+describe("GET /api/v1/decisions/{id}", () => {
+  it("returns the full record with signals and per-signal contributions", async () => {
+    const { body } = await decide(acme.keys.live.secret, { userId: "record_user", action: "signup", ...botAttack(TOR_EXIT) });
+    const record = await getDecisionOf(acme.keys.live.secret, body.data.evidenceId);
+    expect(record).toMatchObject({ evidenceId: body.data.evidenceId, environment: "live", decision: "deny", score: body.data.score, signalCoverage: "full", weightsVersion: 1 });
+    expect(record.id).toMatch(/^dec_/);
+    expect((record.signals as { network: { tor: boolean } }).network.tor).toBe(true);
+    const contributions = record.contributions as Array<{ signal: string; reason: string; points: number }>;
+    expect(contributions.find((c) => c.reason === "TOR_EXIT")).toMatchObject({ signal: "network.tor" });
+    expect(Math.round(contributions.reduce((sum, c) => sum + c.points, 0))).toBe(body.data.score);
+    expect(Object.keys(record.categoryScores as object)).toEqual(expect.arrayContaining(["network", "device", "velocity"]));
+  });
+
+  it("never shows a decision to another account or environment", async () => {
+    const { body } = await decide(acme.keys.live.secret, { userId: "private_user", action: "login", ip: UK_IP });
+    const row = server.app.db.prepare("SELECT id FROM decisions WHERE evidence_id = ?").get(body.data.evidenceId) as { id: string };
+    for (const key of [acme.keys.test.secret, globex.keys.live.secret, globex.keys.test.secret]) {
+      const res = await fetch(`${server.url}/api/v1/decisions/${row.id}`, { headers: { "x-api-key": key } });
+      expect(res.status).toBe(404);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe("NOT_FOUND");
+    }
+    expect((await fetch(`${server.url}/api/v1/decisions/${row.id}`, { headers: { "x-api-key": acme.keys.live.publishable } })).status).toBe(403);
+  });
+
+  it("keeps velocity per account and environment", async () => {
+    for (let i = 0; i < 8; i++) await decide(globex.keys.live.secret, { userId: "shared_name", action: "login", ip: UK_IP, ...HUMAN_DESKTOP });
+    const other = await decide(acme.keys.live.secret, { userId: "shared_name", action: "login", ip: "81.2.69.161", ...HUMAN_DESKTOP });
+    expect(other.body.data.reasons).toEqual(["LOW_RISK"]);
+  });
+});
+
+describe("decide over gRPC", () => {
+  it("serves the same handler to @grpc/grpc-js", async () => {
+    const client = grpcClient(server.port);
+    try {
+      const result = await grpcUnary(client, DecisionService, "Decide", DecideRequestSchema, DecideResponseSchema, { userId: "grpc_user", action: "login", ip: "2001:db8::1", userAgent: USER_AGENTS.iphoneSafari }, { authorization: `Bearer ${acme.keys.test.secret}` });
+      expect(result.error).toBeNull();
+      expect(result.response?.evidenceId).toMatch(/^evi_/);
+      expect(result.response?.reasons).toContain("RESERVED_IP");
+      const row = server.app.db.prepare("SELECT id FROM decisions WHERE evidence_id = ?").get(result.response?.evidenceId) as { id: string };
+      const record = await grpcUnary(client, DecisionService, "GetDecision", GetDecisionRequestSchema, GetDecisionResponseSchema, { id: row.id }, { "x-api-key": acme.keys.test.secret });
+      expect(record.response?.decision?.request?.ip).toBe("2001:db8::1");
+      const foreign = await grpcUnary(client, DecisionService, "GetDecision", GetDecisionRequestSchema, GetDecisionResponseSchema, { id: row.id }, { "x-api-key": globex.keys.test.secret });
+      expect(foreign.error?.code).toBe(grpc.status.NOT_FOUND);
+    } finally {
+      client.close();
+    }
+  });
+});
+
+describe("POST /api/v1/analyze", () => {
+  interface AnalyzeBody { decision: string; riskLevel: string; visitorId: string; deviceFingerprintId: string; deviceHash: string; hasElevatedRisk: boolean; riskReasons: string[]; signalCoverage: string; processingTimeMs: number; decisionId: string }
+  const analyze = async (key: string, body: Record<string, unknown>) => {
+    const res = await fetch(`${server.url}/api/v1/analyze`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": key }, body: JSON.stringify(body) });
+    return { status: res.status, body: (await res.json()) as AnalyzeBody };
+  };
+
+  it("answers exactly part 2.3 as a bare object", async () => {
+    const { status, body } = await analyze(acme.keys.test.publishable, { userId: "edge_user", action: "login", ip: UK_IP, ...HUMAN_DESKTOP });
+    expect(status).toBe(200);
+    expect(Object.keys(body).sort()).toEqual(["decision", "decisionId", "deviceFingerprintId", "deviceHash", "hasElevatedRisk", "processingTimeMs", "riskLevel", "riskReasons", "signalCoverage", "visitorId"]);
+    expect(body).toMatchObject({ decision: "allow", riskLevel: "low", hasElevatedRisk: false, riskReasons: [], signalCoverage: "full" });
+    expect(body.visitorId).toMatch(/^vis_/);
+    expect(body.deviceFingerprintId).toMatch(/^dfp_/);
+    expect(body.decisionId).toMatch(/^dec_/);
+    expect(body.deviceHash).toMatch(/^[0-9a-f]{12}$/);
+  });
+
+  it("keeps visitorId stable for the same device and distinct across accounts", async () => {
+    const device = { action: "login", ip: UK_IP, ...HUMAN_DESKTOP };
+    const a = await analyze(acme.keys.test.secret, { ...device, userId: "a" });
+    const b = await analyze(acme.keys.test.secret, { ...device, userId: "b", ip: "81.2.69.170" });
+    const other = await analyze(globex.keys.test.secret, device);
+    expect(b.body.visitorId).toBe(a.body.visitorId);
+    expect(other.body.visitorId).not.toBe(a.body.visitorId);
+    expect(other.body.deviceHash).toBe(a.body.deviceHash);
+  });
+
+  it("bands elevated risk and lowers coverage without device data", async () => {
+    const risky = await analyze(acme.keys.test.secret, { action: "signup", ...botAttack(TOR_EXIT) });
+    expect(["high", "critical"]).toContain(risky.body.riskLevel);
+    expect(risky.body.hasElevatedRisk).toBe(true);
+    expect(risky.body.decision).toBe("deny");
+    expect(risky.body.riskReasons).toContain("TOR_EXIT");
+    const bare = await analyze(acme.keys.test.secret, { action: "login", ip: UK_IP });
+    expect(bare.body.signalCoverage).toBe("minimal");
+  });
+
+  it("creates no decision record, audit entry or case", async () => {
+    const before = (server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions").get() as { n: number }).n;
+    const { body } = await analyze(acme.keys.test.secret, { action: "login", ip: UK_IP });
+    expect((server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions").get() as { n: number }).n).toBe(before);
+    const res = await fetch(`${server.url}/api/v1/decisions/${body.decisionId}`, { headers: { "x-api-key": acme.keys.test.secret } });
+    expect(res.status).toBe(404);
+  });
+});
+
+describe("dual path", () => {
+  it("answers from the fast path with partial coverage when the comprehensive path misses its budget, and records both", async () => {
+    const slow = await startTestServer({ config: { comprehensiveBudgetMs: 20, engineThreads: 2 }, storeLatencyMs: 200 });
+    try {
+      const { keys } = slow.createAccount();
+      const res = await fetch(`${slow.url}/api/v1/decide`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": keys.test.secret },
+        body: JSON.stringify({ userId: "slow_user", action: "login", ip: UK_IP, ...HUMAN_DESKTOP }),
+      });
+      const body = (await res.json()) as DecideBody;
+      expect(res.status).toBe(200);
+      const fast = (await decideConfidenceBaseline()).data.confidence;
+      expect(body.data.confidence).toBeLessThan(fast);
+      const row = slow.app.db.prepare("SELECT id, record FROM decisions WHERE evidence_id = ?").get(body.data.evidenceId) as { id: string; record: string };
+      expect(JSON.parse(row.record).signalCoverage).toBe("partial");
+      // The late comprehensive outcome is added once it arrives.
+      await expect.poll(() => (JSON.parse((slow.app.db.prepare("SELECT record FROM decisions WHERE id = ?").get(row.id) as { record: string }).record) as { lateComprehensive?: { score: number } }).lateComprehensive, { timeout: 5000 }).toMatchObject({ score: expect.any(Number) });
+    } finally {
+      await slow.close();
+    }
+  });
+});
+
+/** The same clean request on the normal server, where the comprehensive path answers in time. */
+function decideConfidenceBaseline() {
+  return decide(acme.keys.test.secret, { userId: "slow_user", action: "login", ip: UK_IP, ...HUMAN_DESKTOP }).then((r) => r.body);
+}
