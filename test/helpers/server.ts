@@ -23,7 +23,9 @@ export function tempDir(prefix = "fraud-test-"): string {
 }
 
 /** The real server on an ephemeral port with a real SQLite file in a temp dir. */
-export async function startTestServer(options: { clock?: Clock; config?: Partial<Config>; env?: NodeJS.ProcessEnv } = {}): Promise<TestServer> {
+export async function startTestServer(
+  options: { clock?: Clock; config?: Partial<Config>; env?: NodeJS.ProcessEnv; storeLatencyMs?: number } = {},
+): Promise<TestServer> {
   const dataDir = options.config?.dataDir ?? tempDir();
   const config: Config = {
     ...loadConfig({ ...options.env, FRAUD_DATA_DIR: dataDir }),
@@ -34,7 +36,7 @@ export async function startTestServer(options: { clock?: Clock; config?: Partial
   };
   const logs: string[] = [];
   const logger: Logger = createLogger((line) => logs.push(line));
-  const app = buildApp({ config, clock: options.clock, logger });
+  const app = buildApp({ config, clock: options.clock, logger, storeLatencyMs: options.storeLatencyMs });
   const address = await app.listen();
   return {
     app,
