@@ -1,5 +1,5 @@
 import { Piscina } from "piscina";
-import { ReferenceData, type ReferenceDataOptions } from "../engine/index.js";
+import { DEFAULT_WEIGHTS, ReferenceData, type ReferenceDataOptions } from "../engine/index.js";
 import type { EngineOutcome, EngineTask } from "./engine-types.js";
 import type { EngineWorkerData } from "./engine-worker.js";
 
@@ -66,6 +66,23 @@ export class DecisionEngine {
     if (first !== "missed" && first !== "failed") return { outcome: first, comprehensiveInTime: true };
     const outcome = await this.pool.run({ ...task, mode: "fast" }, { name: "evaluate" });
     return { outcome, comprehensiveInTime: false, late: full.catch(() => undefined) };
+  }
+
+  /**
+   * Runs one throwaway evaluation per thread, so that loading the worker code
+   * and opening the store happen before the first request, not inside its budget.
+   */
+  async warmUp(): Promise<void> {
+    const task: EngineTask = {
+      mode: "full",
+      tenant: { accountId: "", environment: "test" },
+      input: { userId: "warm-up", action: "login" },
+      entities: { userId: "warm-up", ip: "", deviceId: "", email: "" },
+      nowMs: Date.now(),
+      weights: DEFAULT_WEIGHTS,
+      denylisted: false,
+    };
+    await Promise.all(Array.from({ length: this.options.threads }, () => this.pool.run(task, { name: "evaluate" })));
   }
 
   /** The fast path alone (analyze). */

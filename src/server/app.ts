@@ -140,7 +140,10 @@ export function buildApp(options: AppOptions): App {
     accounts,
     metrics,
     logger,
-    listen: () => listener.listen(config.port, config.host),
+    async listen() {
+      await engine.warmUp();
+      return listener.listen(config.port, config.host);
+    },
     close() {
       closing ??= (async () => {
         health.markDraining();
