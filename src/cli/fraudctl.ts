@@ -210,7 +210,7 @@ async function serve(io: CliIo, env: NodeJS.ProcessEnv): Promise<number> {
         "",
         "  Try it:",
         `  curl -s http://localhost:${address.port}/api/v1/decide -H 'X-API-Key: ${demo.keys.test.secret}' \\`,
-        `    -H 'Content-Type: application/json' -d '{"userId":"user_1","action":"login","ip":"203.0.113.7"}'`,
+        `    -H 'Content-Type: application/json' -d '{"userId":"user_1","action":"login","ip":"81.2.69.160"}'`,
         "",
       ].join("\n") + "\n",
     );

@@ -1,0 +1,26 @@
+import { describe, expect, it } from "vitest";
+import { ClientIpResolver } from "../src/server/client-ip.js";
+
+describe("client IP resolution", () => {
+  it("uses the connection address and ignores X-Forwarded-For without trusted proxies", () => {
+    const resolver = new ClientIpResolver([]);
+    expect(resolver.resolve("203.0.113.9", "198.51.100.1")).toBe("203.0.113.9");
+    expect(resolver.resolve("::ffff:203.0.113.9", undefined)).toBe("203.0.113.9");
+  });
+
+  it("believes X-Forwarded-For from a trusted proxy, up to the first untrusted hop", () => {
+    const resolver = new ClientIpResolver(["10.0.0.0/8", "2001:db8::1"]);
+    expect(resolver.resolve("10.1.2.3", "81.2.69.160")).toBe("81.2.69.160");
+    // A client cannot smuggle an address in front of the real chain.
+    expect(resolver.resolve("10.1.2.3", "6.6.6.6, 81.2.69.160, 10.9.9.9")).toBe("81.2.69.160");
+    expect(resolver.resolve("2001:db8::1", ["2a00:1450::1"])).toBe("2a00:1450::1");
+    // An untrusted peer's header is ignored.
+    expect(resolver.resolve("81.2.69.160", "10.0.0.1")).toBe("81.2.69.160");
+    // Garbage hops are skipped.
+    expect(resolver.resolve("10.1.2.3", "not-an-ip, 81.2.69.161")).toBe("81.2.69.161");
+  });
+
+  it("refuses a malformed trusted proxy setting at start", () => {
+    expect(() => new ClientIpResolver(["proxy.internal"])).toThrow(/FRAUD_TRUSTED_PROXIES/);
+  });
+});
