@@ -1,6 +1,6 @@
 import type { AddressInfo } from "node:net";
 import { createConnectRouter } from "@connectrpc/connect";
-import { CaseService } from "../../gen/fraud/v1/case_pb.js";
+import { CaseService as CaseRpc } from "../../gen/fraud/v1/case_pb.js";
 import { DecisionService } from "../../gen/fraud/v1/decision_pb.js";
 import { FeedbackService } from "../../gen/fraud/v1/feedback_pb.js";
 import { PolicyService } from "../../gen/fraud/v1/policy_pb.js";
@@ -23,6 +23,12 @@ import { pendingService } from "../services/pending.js";
 import { registerReflection } from "../services/reflection.js";
 import { createStatusService } from "../services/status.js";
 import { createDecisionService, defaultThresholds } from "../services/decisions.js";
+import { createCaseService } from "../services/cases.js";
+import { CaseService } from "../cases/case-service.js";
+import { registerDecisionSideEffects } from "../decisions/side-effects.js";
+import { EventPublisher } from "../events/publisher.js";
+import { Outbox } from "../outbox/outbox.js";
+import { CaseRepository } from "../store/cases.js";
 import { DecisionEngine } from "../decisions/engine.js";
 import type { DecisionDetails } from "../decisions/record.js";
 import { DecisionRecorder } from "../decisions/recorder.js";
@@ -57,6 +63,8 @@ export interface App {
   readonly accounts: AccountRepository;
   readonly metrics: Metrics;
   readonly logger: Logger;
+  readonly outbox: Outbox;
+  readonly events: EventPublisher;
   listen(): Promise<AddressInfo>;
   /** Drains in-flight requests, flushes pending work and closes the database. */
   close(): Promise<void>;
@@ -83,6 +91,12 @@ export function buildApp(options: AppOptions): App {
   const idempotency = new IdempotencyRepository(db);
   const analyzeState = new AnalyzeStateRepository(db);
   const recorder = new DecisionRecorder(db, decisions, new HistoryRepository(db), idempotency);
+  const outbox = new Outbox(db, clock, logger);
+  health.addBacklog(() => outbox.pending());
+  const events = new EventPublisher(outbox, clock);
+  const cases = new CaseRepository(db);
+  const caseLifecycle = new CaseService(db, cases, outbox, events, clock);
+  registerDecisionSideEffects(recorder, events, outbox);
 
   const router = createConnectRouter({
     interceptors: apiInterceptors({ logger, keys, limiter, rateLimitOverrides: config.rateLimitOverrides }),
@@ -106,7 +120,7 @@ export function buildApp(options: AppOptions): App {
     }),
   );
   router.service(FeedbackService, pendingService(FeedbackService, "feedback learning has not landed (issue 6)"));
-  router.service(CaseService, pendingService(CaseService, "case management has not landed (issue 5)"));
+  router.service(CaseRpc, createCaseService({ cases, lifecycle: caseLifecycle }));
   router.service(PolicyService, pendingService(PolicyService, "policies have not landed (issue 4)"));
   router.service(WebhookService, pendingService(WebhookService, "webhooks have not landed (issue 5)"));
   router.service(StatusService, createStatusService({ metrics, health, clock }));
@@ -140,8 +154,11 @@ export function buildApp(options: AppOptions): App {
     accounts,
     metrics,
     logger,
+    outbox,
+    events,
     async listen() {
       await engine.warmUp();
+      outbox.start();
       return listener.listen(config.port, config.host);
     },
     close() {
@@ -154,6 +171,8 @@ export function buildApp(options: AppOptions): App {
         listener.destroyAll();
         await stopped;
         clearInterval(maintenance);
+        // Flush: side effects already due run before the database closes.
+        await outbox.stop();
         await engine.close();
         db.close();
       })();

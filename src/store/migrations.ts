@@ -144,4 +144,43 @@ export const migrations: readonly string[] = [
   ) STRICT, WITHOUT ROWID;
   CREATE INDEX analyze_state_expiry ON analyze_state(expires_at);
   `,
+  // 3: the outbox of side effects that follow a response, and fraud cases.
+  `
+  -- Work to carry out after a response, written in the same transaction as what caused it.
+  -- Rows are deleted when done; 'dead' rows are the dead-letter queue.
+  CREATE TABLE outbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    account_id TEXT,
+    environment TEXT,
+    payload TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'dead')),
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER NOT NULL,
+    last_error TEXT NOT NULL DEFAULT '',
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+  ) STRICT;
+  CREATE INDEX outbox_due ON outbox(status, next_attempt_at, id);
+
+  CREATE TABLE cases (
+    id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    decision_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    priority TEXT NOT NULL,
+    score INTEGER NOT NULL,
+    decision TEXT NOT NULL,
+    reasons TEXT NOT NULL,
+    assignee TEXT NOT NULL DEFAULT '',
+    notes TEXT NOT NULL DEFAULT '[]',
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    -- One case per decision: replaying the outbox task cannot open a second one.
+    UNIQUE (account_id, environment, decision_id)
+  ) STRICT;
+  CREATE INDEX cases_by_time ON cases(account_id, environment, created_at);
+  `,
 ];

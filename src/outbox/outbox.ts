@@ -1,0 +1,228 @@
+import type { Clock } from "../clock.js";
+import type { Logger } from "../log.js";
+import type { Db } from "../store/database.js";
+import type { Tenant } from "../store/tenant.js";
+
+/** One unit of background work, as a handler sees it. */
+export interface OutboxTask {
+  id: number;
+  kind: string;
+  tenant: Tenant | undefined;
+  payload: unknown;
+  /** Attempts made before this one. */
+  attempts: number;
+  createdAt: number;
+}
+
+/** What a handler made of one attempt. */
+export type TaskOutcome =
+  | { kind: "done" }
+  | { kind: "retry"; at: number; error: string }
+  | { kind: "dead"; error: string };
+
+export type TaskHandler = (task: OutboxTask) => Promise<TaskOutcome>;
+
+/** Retry schedule of handlers that throw: 1 s, 5 s, 30 s, 2 min, 10 min, then the dead-letter queue. */
+const DEFAULT_BACKOFF_MS = [1_000, 5_000, 30_000, 120_000, 600_000];
+/** Tasks handled at once; webhook deliveries wait on the network. */
+const BATCH = 32;
+/** The runner also looks for due tasks this often (tasks from other processes, retries). */
+const POLL_MS = 500;
+
+export interface DeadLetter {
+  id: number;
+  kind: string;
+  attempts: number;
+  lastError: string;
+  createdAt: number;
+  updatedAt: number;
+  payload: unknown;
+}
+
+interface OutboxRow {
+  id: number;
+  kind: string;
+  account_id: string | null;
+  environment: "test" | "live" | null;
+  payload: string;
+  attempts: number;
+  last_error: string;
+  created_at: number;
+  updated_at: number;
+}
+
+/**
+ * The durable outbox: side effects are written as rows in the same SQLite
+ * transaction as the change that causes them, and a runner in the server
+ * carries them out afterwards, retrying with backoff. After a crash the rows
+ * are still there; handlers are idempotent (they key their effects on the
+ * task), so every effect happens exactly once in effect. Tasks that exhaust
+ * their retries stay as 'dead' rows: the one dead-letter queue of the service.
+ */
+export class Outbox {
+  private readonly handlers = new Map<string, TaskHandler>();
+  private readonly insertStmt;
+  private readonly dueStmt;
+  private readonly deleteStmt;
+  private readonly retryStmt;
+  private readonly deadStmt;
+  private readonly pendingStmt;
+  private readonly deadListStmt;
+  private readonly replayStmt;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = true;
+  private wakeRequested = false;
+
+  constructor(
+    db: Db,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+  ) {
+    this.insertStmt = db.prepare(
+      `INSERT INTO outbox (kind, account_id, environment, payload, status, next_attempt_at, created_at, updated_at)
+       VALUES (@kind, @accountId, @environment, @payload, 'pending', @at, @now, @now)`,
+    );
+    this.dueStmt = db.prepare<[number, number], OutboxRow>(
+      "SELECT * FROM outbox WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?",
+    );
+    this.deleteStmt = db.prepare<[number]>("DELETE FROM outbox WHERE id = ?");
+    this.retryStmt = db.prepare<[number, string, number, number]>(
+      "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?, updated_at = ? WHERE id = ?",
+    );
+    this.deadStmt = db.prepare<[string, number, number]>(
+      "UPDATE outbox SET status = 'dead', attempts = attempts + 1, last_error = ?, updated_at = ? WHERE id = ?",
+    );
+    this.pendingStmt = db.prepare<[], { n: number }>("SELECT COUNT(*) AS n FROM outbox WHERE status = 'pending'");
+    this.deadListStmt = db.prepare<[string, string, number, number], OutboxRow>(
+      "SELECT * FROM outbox WHERE status = 'dead' AND account_id = ? AND environment = ? ORDER BY id LIMIT ? OFFSET ?",
+    );
+    this.replayStmt = db.prepare<[number, number, number, string, string]>(
+      "UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = ?, updated_at = ? WHERE id = ? AND status = 'dead' AND account_id = ? AND environment = ?",
+    );
+  }
+
+  register(kind: string, handler: TaskHandler): void {
+    this.handlers.set(kind, handler);
+  }
+
+  /** Adds a task; call it inside the transaction of the change that causes it. */
+  enqueue(kind: string, tenant: Tenant | undefined, payload: unknown, runAt?: number): void {
+    const now = this.clock.now();
+    this.insertStmt.run({
+      kind,
+      accountId: tenant?.accountId ?? null,
+      environment: tenant?.environment ?? null,
+      payload: JSON.stringify(payload),
+      at: runAt ?? now,
+      now,
+    });
+    this.wake();
+  }
+
+  /** Tasks not yet carried out (the status report's backlog). */
+  pending(): number {
+    return this.pendingStmt.get()?.n ?? 0;
+  }
+
+  deadLetters(tenant: Tenant, limit: number, offset: number): DeadLetter[] {
+    return this.deadListStmt.all(tenant.accountId, tenant.environment, limit, offset).map((row) => ({
+      id: row.id,
+      kind: row.kind,
+      attempts: row.attempts,
+      lastError: row.last_error,
+      createdAt: row.created_at,
+      updatedAt: row.updated_at,
+      payload: JSON.parse(row.payload) as unknown,
+    }));
+  }
+
+  /** Puts a dead letter back in the queue; false when there is no such dead letter for the tenant. */
+  replay(tenant: Tenant, id: number): boolean {
+    const now = this.clock.now();
+    const replayed = this.replayStmt.run(now, now, id, tenant.accountId, tenant.environment).changes === 1;
+    if (replayed) this.wake();
+    return replayed;
+  }
+
+  start(): void {
+    this.stopped = false;
+    this.wake();
+  }
+
+  /** Stops polling and finishes the tasks that are due now (SIGTERM flush). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.running;
+    await this.runDue();
+  }
+
+  /** Runs every task that is due now; returns when none is left (tests, flush). */
+  async drain(): Promise<void> {
+    await this.running;
+    while ((await this.runDue()) > 0) {
+      // keep going until nothing is due
+    }
+  }
+
+  private wake(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.wakeRequested = true;
+      return;
+    }
+    clearTimeout(this.timer);
+    this.running = (async () => {
+      try {
+        do {
+          this.wakeRequested = false;
+          while ((await this.runDue()) === BATCH) {
+            // a full batch: there may be more due right now
+          }
+        } while (this.wakeRequested && !this.stopped);
+      } finally {
+        this.running = undefined;
+        if (!this.stopped) this.timer = setTimeout(() => this.wake(), POLL_MS).unref();
+      }
+    })();
+  }
+
+  /** Runs one batch of due tasks; returns how many it ran. */
+  private async runDue(): Promise<number> {
+    const rows = this.dueStmt.all(this.clock.now(), BATCH);
+    await Promise.all(rows.map((row) => this.runOne(row)));
+    return rows.length;
+  }
+
+  private async runOne(row: OutboxRow): Promise<void> {
+    const task: OutboxTask = {
+      id: row.id,
+      kind: row.kind,
+      tenant: row.account_id && row.environment ? { accountId: row.account_id, environment: row.environment } : undefined,
+      payload: JSON.parse(row.payload) as unknown,
+      attempts: row.attempts,
+      createdAt: row.created_at,
+    };
+    const handler = this.handlers.get(row.kind);
+    let outcome: TaskOutcome;
+    if (!handler) {
+      outcome = { kind: "dead", error: `no handler for ${row.kind} tasks` };
+    } else {
+      try {
+        outcome = await handler(task);
+      } catch (error) {
+        const message = error instanceof Error ? error.message : String(error);
+        const delay = DEFAULT_BACKOFF_MS[row.attempts];
+        outcome = delay === undefined ? { kind: "dead", error: message } : { kind: "retry", at: this.clock.now() + delay, error: message };
+      }
+    }
+    const now = this.clock.now();
+    if (outcome.kind === "done") this.deleteStmt.run(row.id);
+    else if (outcome.kind === "retry") this.retryStmt.run(outcome.at, outcome.error, now, row.id);
+    else {
+      this.deadStmt.run(outcome.error, now, row.id);
+      this.logger.log("warn", "background task moved to the dead-letter queue", { taskId: row.id, kind: row.kind, error: outcome.error });
+    }
+  }
+}

@@ -1,0 +1,110 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { WebhookEvent } from "../src/webhooks/events.js";
+import { HUMAN_DESKTOP, UK_IP, botAttack } from "./helpers/inputs.js";
+import { startTestServer, type TestServer } from "./helpers/server.js";
+
+let server: TestServer;
+let acme: ReturnType<TestServer["createAccount"]>;
+let globex: ReturnType<TestServer["createAccount"]>;
+const events: WebhookEvent[] = [];
+
+interface CaseJson { id: string; status: string; priority: string; score: number; decision: string; reasons: string[]; createdAt: string; decisionId: string; userId: string; assignee: string; notes: Array<{ text: string; createdAt: string }> }
+
+beforeAll(async () => {
+  server = await startTestServer();
+  server.app.events.addSink((_tenant, event) => {
+    events.push(event);
+  });
+  acme = server.createAccount("Acme");
+  globex = server.createAccount("Globex");
+});
+afterAll(() => server.close());
+
+async function decide(key: string, body: Record<string, unknown>) {
+  const res = await fetch(`${server.url}/api/v1/decide`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": key }, body: JSON.stringify(body) });
+  return ((await res.json()) as { data: { score: number; evidenceId: string } }).data;
+}
+
+async function listCases(key: string, query = "") {
+  const res = await fetch(`${server.url}/api/v1/cases${query}`, { headers: { "x-api-key": key } });
+  return { status: res.status, body: (await res.json()) as { success: boolean; data: { cases: CaseJson[]; count: number } } };
+}
+
+async function updateCase(key: string, id: string, body: Record<string, unknown>) {
+  const res = await fetch(`${server.url}/api/v1/cases/${id}`, { method: "PATCH", headers: { "content-type": "application/json", "x-api-key": key }, body: JSON.stringify(body) });
+  return { status: res.status, body: (await res.json()) as { data: CaseJson; error?: { code: string; message: string } } };
+}
+
+describe("cases", () => {
+  let caseId = "";
+
+  it("opens a case for a decision at score 80 and above, through the outbox, and emits case.created", async () => {
+    const risky = await decide(acme.keys.test.secret, { userId: "fraudster", action: "checkout", amount: 900, currency: "USD", ...botAttack("185.220.101.45") });
+    const clean = await decide(acme.keys.test.secret, { userId: "regular", action: "login", ip: UK_IP, ...HUMAN_DESKTOP });
+    expect(risky.score).toBeGreaterThanOrEqual(80);
+    expect(clean.score).toBeLessThan(80);
+    await server.app.outbox.drain();
+    const { status, body } = await listCases(acme.keys.test.secret);
+    expect(status).toBe(200);
+    expect(body.success).toBe(true);
+    expect(body.data.count).toBe(1);
+    const [opened] = body.data.cases;
+    expect(opened).toMatchObject({ status: "open", decision: "deny", userId: "fraudster", score: risky.score });
+    expect(opened?.id).toMatch(/^case_/);
+    expect(["critical", "high", "medium", "low"]).toContain(opened?.priority);
+    expect(new Date(opened?.createdAt ?? "").toISOString()).toBe(opened?.createdAt);
+    caseId = opened?.id ?? "";
+    expect(events.map((e) => e.type)).toEqual(expect.arrayContaining(["decision.deny", "decision.allow", "case.created"]));
+    const created = events.find((e) => e.type === "case.created");
+    expect(created).toMatchObject({ environment: "test", accountId: acme.account.id, data: { case: { id: caseId } } });
+  });
+
+  it("filters by status and priority and pages with limit and offset (count is the page size)", async () => {
+    for (let i = 0; i < 3; i++) await decide(acme.keys.test.secret, { userId: `bot_${i}`, action: "signup", ...botAttack("185.220.101.45") });
+    await server.app.outbox.drain();
+    const all = await listCases(acme.keys.test.secret);
+    expect(all.body.data.count).toBe(4);
+    const page = await listCases(acme.keys.test.secret, "?limit=2&offset=1");
+    expect(page.body.data.count).toBe(2);
+    expect(page.body.data.cases.map((c) => c.id)).toEqual(all.body.data.cases.slice(1, 3).map((c) => c.id));
+    const priority = all.body.data.cases[0]?.priority ?? "low";
+    const filtered = await listCases(acme.keys.test.secret, `?status=open&priority=${priority}`);
+    expect(filtered.body.data.cases.every((c) => c.priority === priority && c.status === "open")).toBe(true);
+    expect((await listCases(acme.keys.test.secret, "?status=resolved")).body.data.count).toBe(0);
+  });
+
+  it("moves a case along documented transitions, with assignee and notes, and refuses invalid ones with 409", async () => {
+    const working = await updateCase(acme.keys.test.secret, caseId, { status: "investigating", assignee: "ana@acme.test", note: "card testing pattern" });
+    expect(working.status).toBe(200);
+    expect(working.body.data).toMatchObject({ status: "investigating", assignee: "ana@acme.test", notes: [{ text: "card testing pattern" }] });
+    const resolved = await updateCase(acme.keys.test.secret, caseId, { status: "resolved", note: "confirmed fraud" });
+    expect(resolved.body.data.status).toBe("resolved");
+    expect(resolved.body.data.notes).toHaveLength(2);
+    const invalid = await updateCase(acme.keys.test.secret, caseId, { status: "escalated" });
+    expect(invalid.status).toBe(409);
+    expect(invalid.body.error?.code).toBe("CONFLICT");
+    expect(invalid.body.error?.message).toMatch(/from resolved to escalated.*open/);
+    await server.app.outbox.drain();
+    const resolvedEvent = events.find((e) => e.type === "case.resolved");
+    expect(resolvedEvent).toMatchObject({ data: { case: { id: caseId, status: "resolved" }, previousStatus: "investigating" } });
+  });
+
+  it("gets one case, and hides cases from other accounts, environments and publishable keys", async () => {
+    const res = await fetch(`${server.url}/api/v1/cases/${caseId}`, { headers: { "x-api-key": acme.keys.test.secret } });
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { data: CaseJson }).data.id).toBe(caseId);
+    for (const key of [acme.keys.live.secret, globex.keys.test.secret]) {
+      expect((await fetch(`${server.url}/api/v1/cases/${caseId}`, { headers: { "x-api-key": key } })).status).toBe(404);
+      expect((await updateCase(key, caseId, { status: "open" })).status).toBe(404);
+      expect((await listCases(key)).body.data.count).toBe(0);
+    }
+    expect((await listCases(acme.keys.test.publishable)).status).toBe(403);
+  });
+
+  it("applies defaults of 50 and 0 and rejects a limit above 100", async () => {
+    expect((await listCases(acme.keys.test.secret, "?limit=100")).status).toBe(200);
+    expect((await listCases(acme.keys.test.secret, "?limit=101")).status).toBe(400);
+    expect((await listCases(acme.keys.test.secret, "?limit=0")).status).toBe(400);
+    expect((await listCases(acme.keys.test.secret, "?offset=-1")).status).toBe(400);
+  });
+});
