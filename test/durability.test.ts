@@ -1,0 +1,68 @@
+import fs from "node:fs";
+import path from "node:path";
+import Database from "better-sqlite3";
+import { afterAll, describe, expect, it } from "vitest";
+import { runFraudctl, startServerProcess } from "./helpers/process.js";
+import { HUMAN_DESKTOP, UK_IP, botAttack } from "./helpers/inputs.js";
+import { tempDir } from "./helpers/server.js";
+
+const dataDir = tempDir();
+const env = { FRAUD_DATA_DIR: dataDir, FRAUD_SEED_DEMO: "false" };
+afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+
+describe("a decide that answered 200 is never lost", () => {
+  it("survives SIGKILL under load: every answered decision and its side effects are there after restart, once", async () => {
+    const created = await runFraudctl(["accounts", "create", "--name", "Durable", "--decide-rate-limit", "100000", "--json"], env);
+    const key = (JSON.parse(created.stdout) as { keys: { live: { secret: string } } }).keys.live.secret;
+    const first = await startServerProcess(env);
+
+    const answered: Array<{ evidenceId: string; score: number }> = [];
+    let stop = false;
+    const worker = async (n: number) => {
+      for (let i = 0; !stop; i++) {
+        const body = i % 3 === 0 ? { userId: `bot_${n}_${i}`, action: "signup", ...botAttack("185.220.101.45") } : { userId: `user_${n}_${i}`, action: "login", ip: UK_IP, ...HUMAN_DESKTOP };
+        try {
+          const res = await fetch(`${first.url}/api/v1/decide`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": key }, body: JSON.stringify(body) });
+          if (res.status === 200) answered.push(((await res.json()) as { data: { evidenceId: string; score: number } }).data);
+        } catch {
+          return; // the server is gone
+        }
+      }
+    };
+    const load = Promise.all([0, 1, 2, 3, 4, 5].map(worker));
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    first.child.kill("SIGKILL");
+    stop = true;
+    await load;
+    await first.exited;
+    expect(answered.length).toBeGreaterThan(20);
+
+    const second = await startServerProcess(env);
+    try {
+      // The restarted server carries out whatever was pending when the first one died.
+      await expect.poll(async () => {
+        const health = (await (await fetch(`${second.url}/api/health`)).json()) as { checks: Array<{ name: string; detail: string }> };
+        return health.checks.find((c) => c.name === "background")?.detail;
+      }, { timeout: 15_000, interval: 200 }).toBe("0 pending background tasks");
+
+      const db = new Database(path.join(dataDir, "fraud.db"), { readonly: true });
+      try {
+        const decisionOf = db.prepare("SELECT id, score FROM decisions WHERE evidence_id = ?");
+        const casesOf = db.prepare("SELECT COUNT(*) AS n FROM cases WHERE decision_id = ?");
+        for (const { evidenceId, score } of answered) {
+          const decision = decisionOf.get(evidenceId) as { id: string; score: number } | undefined;
+          expect(decision, evidenceId).toBeDefined();
+          expect(decision?.score).toBe(score);
+          expect((casesOf.get(decision?.id) as { n: number }).n).toBe(score >= 80 ? 1 : 0);
+        }
+        // Nothing was left in the dead-letter queue.
+        expect((db.prepare("SELECT COUNT(*) AS n FROM outbox").get() as { n: number }).n).toBe(0);
+      } finally {
+        db.close();
+      }
+    } finally {
+      second.child.kill("SIGTERM");
+      await second.exited;
+    }
+  });
+});
