@@ -1,0 +1,48 @@
+import type { Clock } from "../clock.js";
+import { appendEntry } from "./entry.js";
+import type { AuditFields, AuditRecord } from "./entry.js";
+import type { AuditSigner } from "./signer.js";
+
+/**
+ * Where entries are kept. The SQLite repository implements it with a table
+ * shaped like {@link AuditRow} (docs/audit-log.md has the suggested DDL).
+ */
+export interface AuditStore {
+  /**
+   * Calls `build` with the current last entry and stores what it returns, as
+   * one atomic step that excludes other writers (in SQLite: an IMMEDIATE
+   * transaction around "read last row, insert"), so two processes can never
+   * both chain to the same predecessor.
+   */
+  append(build: (last: AuditRecord | undefined) => AuditRecord): AuditRecord;
+  /** Every entry in storage order (ascending seq), streamed. */
+  entries(): Iterable<AuditRecord>;
+}
+
+/** Appends signed, chained entries to a store. */
+export class AuditLog {
+  constructor(
+    private readonly store: AuditStore,
+    private readonly signer: AuditSigner,
+    private readonly clock: Clock,
+  ) {}
+
+  record(fields: AuditFields): AuditRecord {
+    return this.store.append((last) => appendEntry(last, fields, this.signer, this.clock));
+  }
+}
+
+/** A store in an array, for tests and tools; `records` is exposed so tests can tamper with it. */
+export class MemoryAuditStore implements AuditStore {
+  readonly records: AuditRecord[] = [];
+
+  append(build: (last: AuditRecord | undefined) => AuditRecord): AuditRecord {
+    const record = build(this.records.at(-1));
+    this.records.push(record);
+    return record;
+  }
+
+  entries(): Iterable<AuditRecord> {
+    return this.records;
+  }
+}
