@@ -2,17 +2,28 @@ import { randomBytes } from "node:crypto";
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
+/** Random bytes are drawn from the CSPRNG in blocks: one call serves many ids. */
+const POOL_SIZE = 4096;
+let pool = randomBytes(POOL_SIZE);
+let poolOffset = 0;
+
+function nextRandomByte(): number {
+  if (poolOffset === POOL_SIZE) {
+    pool = randomBytes(POOL_SIZE);
+    poolOffset = 0;
+  }
+  return pool[poolOffset++] as number;
+}
+
 /**
- * Encodes random bytes in base62 by rejection sampling, so every character is
- * uniformly distributed (a plain `byte % 62` would favour the first 8 symbols).
+ * Random base62 text by rejection sampling, so every character is uniformly
+ * distributed (a plain `byte % 62` would favour the first 8 symbols).
  */
 export function randomBase62(length: number): string {
   let out = "";
   while (out.length < length) {
-    for (const byte of randomBytes(length * 2)) {
-      if (byte < 248) out += BASE62[byte % 62];
-      if (out.length === length) break;
-    }
+    const byte = nextRandomByte();
+    if (byte < 248) out += BASE62[byte % 62];
   }
   return out;
 }

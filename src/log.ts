@@ -12,7 +12,26 @@ export interface Logger {
 
 export type LogSink = (line: string) => void;
 
-export function createLogger(sink: LogSink = (line) => process.stdout.write(line + "\n")): Logger {
+/**
+ * Standard output, written in batches: lines logged during one event-loop turn
+ * go out in one write instead of one system call each.
+ */
+export function bufferedStdout(): LogSink {
+  let pending: string[] = [];
+  const flush = () => {
+    const text = pending.join("\n") + "\n";
+    pending = [];
+    process.stdout.write(text);
+  };
+  process.once("exit", () => {
+    if (pending.length > 0) flush();
+  });
+  return (line) => {
+    if (pending.push(line) === 1) setImmediate(flush);
+  };
+}
+
+export function createLogger(sink: LogSink = bufferedStdout()): Logger {
   return {
     log(level, message, fields) {
       sink(JSON.stringify({ time: new Date().toISOString(), level, msg: message, ...fields }));

@@ -1,5 +1,5 @@
 import type { JsonValue } from "@bufbuild/protobuf";
-import type { Contribution, Signals } from "../engine/index.js";
+import type { Contribution } from "../engine/index.js";
 
 /** One policy's outcome on one decision, as stored and shown in GetDecision. */
 export interface PolicyResultRecord {
@@ -11,13 +11,15 @@ export interface PolicyResultRecord {
   error: string;
 }
 
-/** Everything a decision was made from, stored as JSON with the decision row. */
+/**
+ * How a decision was made, stored as JSON with the decision row. The signals
+ * themselves are stored once, in the evidence record.
+ */
 export interface DecisionDetails {
   /** The DecideRequest in protobuf JSON, with the IP as resolved. */
   request: JsonValue;
   reasons: string[];
   confidencePercent: number;
-  signals: Signals;
   categoryScores: Record<string, number>;
   contributions: Contribution[];
   weightsVersion: number;

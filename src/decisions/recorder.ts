@@ -17,14 +17,28 @@ export interface DecisionWrite {
 /** Work that must commit together with a decision (the outbox of later capabilities). */
 export type DecisionWriteHook = (write: DecisionWrite) => void;
 
+interface Pending {
+  write: DecisionWrite;
+  resolve(replayed: IdempotentResponse | undefined): void;
+  reject(error: unknown): void;
+}
+
 /**
- * Writes a decide's state in one SQLite transaction before the response: the
- * decision, its evidence, the history counters, the idempotency claim and
- * whatever hooks add. Either all of it is stored or none.
+ * Writes a decide's state before the response: the decision, its evidence,
+ * the history counters, the idempotency claim and whatever hooks add (the
+ * outbox), atomically — all of a decision is stored or none of it.
+ *
+ * Group commit: the writes of all decides that reach this point in the same
+ * event-loop turn share one SQLite transaction, each inside its own savepoint.
+ * Every caller still waits for the commit before answering, so nothing is
+ * answered that is not stored; under load one commit (and one WAL append)
+ * serves many decisions instead of one each.
  */
 export class DecisionRecorder {
   private readonly hooks: DecisionWriteHook[] = [];
-  private readonly write;
+  private readonly writeOne;
+  private readonly writeBatch;
+  private queue: Pending[] = [];
 
   constructor(
     db: Db,
@@ -32,7 +46,8 @@ export class DecisionRecorder {
     history: HistoryRepository,
     idempotency: IdempotencyRepository,
   ) {
-    this.write = db.transaction((write: DecisionWrite): IdempotentResponse | undefined => {
+    // Nested inside writeBatch, this runs as a savepoint: a failing write rolls back alone.
+    this.writeOne = db.transaction((write: DecisionWrite): IdempotentResponse | undefined => {
       if (write.idempotency && !idempotency.claim(write.tenant, write.idempotency.key, write.idempotency.entry, write.now)) {
         // A concurrent retry with the same key committed first: store nothing, replay its answer.
         return idempotency.find(write.tenant, write.idempotency.key, write.now);
@@ -42,14 +57,46 @@ export class DecisionRecorder {
       for (const hook of this.hooks) hook(write);
       return undefined;
     });
+    this.writeBatch = db.transaction((batch: Pending[]) => {
+      const settle: Array<() => void> = [];
+      for (const pending of batch) {
+        try {
+          const replayed = this.writeOne(pending.write);
+          settle.push(() => pending.resolve(replayed));
+        } catch (error) {
+          settle.push(() => pending.reject(error));
+        }
+      }
+      return settle;
+    });
   }
 
   addHook(hook: DecisionWriteHook): void {
     this.hooks.push(hook);
   }
 
-  /** Stores the decision; returns the earlier answer instead when an idempotent retry won the race. */
-  record(write: DecisionWrite): IdempotentResponse | undefined {
-    return this.write.immediate(write);
+  /**
+   * Stores the decision; resolves once it is committed, with the earlier
+   * answer instead when an idempotent retry won the race.
+   */
+  record(write: DecisionWrite): Promise<IdempotentResponse | undefined> {
+    return new Promise((resolve, reject) => {
+      if (this.queue.length === 0) setImmediate(() => this.flush());
+      this.queue.push({ write, resolve, reject });
+    });
+  }
+
+  private flush(): void {
+    const batch = this.queue;
+    this.queue = [];
+    let settle: Array<() => void>;
+    try {
+      settle = this.writeBatch.immediate(batch);
+    } catch (error) {
+      // The commit itself failed: none of the batch is stored.
+      for (const pending of batch) pending.reject(error);
+      return;
+    }
+    for (const done of settle) done();
   }
 }

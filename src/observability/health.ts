@@ -34,8 +34,13 @@ export class HealthMonitor {
     this.draining = true;
   }
 
-  backlog(): number {
-    return this.backlogs.reduce((sum, gauge) => sum + gauge(), 0);
+  /** Pending background tasks; undefined when they cannot be counted (the store is failing). */
+  backlog(): number | undefined {
+    try {
+      return this.backlogs.reduce((sum, gauge) => sum + gauge(), 0);
+    } catch {
+      return undefined;
+    }
   }
 
   checks(): CheckResult[] {
@@ -51,8 +56,8 @@ export class HealthMonitor {
       database,
       {
         name: "background",
-        ok: pending < BACKLOG_DEGRADED_AT,
-        detail: `${pending} pending background tasks`,
+        ok: pending !== undefined && pending < BACKLOG_DEGRADED_AT,
+        detail: pending === undefined ? "background tasks cannot be counted" : `${pending} pending background tasks`,
       },
       { name: "accepting", ok: !this.draining, detail: this.draining ? "shutting down" : "ok" },
     ];

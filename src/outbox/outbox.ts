@@ -69,6 +69,7 @@ export class Outbox {
   private readonly pendingStmt;
   private readonly deadListStmt;
   private readonly replayStmt;
+  private readonly settle;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private stopped = true;
@@ -97,6 +98,17 @@ export class Outbox {
     this.deadListStmt = db.prepare<[string, string, number, number], OutboxRow>(
       "SELECT * FROM outbox WHERE status = 'dead' AND account_id = ? AND environment = ? ORDER BY id LIMIT ? OFFSET ?",
     );
+    this.settle = db.transaction((results: Array<[OutboxRow, TaskOutcome]>) => {
+      const now = this.clock.now();
+      for (const [row, outcome] of results) {
+        if (outcome.kind === "done") this.deleteStmt.run(row.id);
+        else if (outcome.kind === "retry") this.retryStmt.run(outcome.at, outcome.error, now, row.id);
+        else {
+          this.deadStmt.run(outcome.error, now, row.id);
+          this.logger.log("warn", "background task moved to the dead-letter queue", { taskId: row.id, kind: row.kind, error: outcome.error });
+        }
+      }
+    });
     this.replayStmt = db.prepare<[number, number, number, string, string]>(
       "UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = ?, updated_at = ? WHERE id = ? AND status = 'dead' AND account_id = ? AND environment = ?",
     );
@@ -191,11 +203,13 @@ export class Outbox {
   /** Runs one batch of due tasks; returns how many it ran. */
   private async runDue(): Promise<number> {
     const rows = this.dueStmt.all(this.clock.now(), BATCH);
-    await Promise.all(rows.map((row) => this.runOne(row)));
+    const outcomes = await Promise.all(rows.map((row) => this.runOne(row)));
+    // One commit records the whole batch's outcomes.
+    this.settle(rows.map((row, i) => [row, outcomes[i] as TaskOutcome]));
     return rows.length;
   }
 
-  private async runOne(row: OutboxRow): Promise<void> {
+  private async runOne(row: OutboxRow): Promise<TaskOutcome> {
     const task: OutboxTask = {
       id: row.id,
       kind: row.kind,
@@ -205,24 +219,13 @@ export class Outbox {
       createdAt: row.created_at,
     };
     const handler = this.handlers.get(row.kind);
-    let outcome: TaskOutcome;
-    if (!handler) {
-      outcome = { kind: "dead", error: `no handler for ${row.kind} tasks` };
-    } else {
-      try {
-        outcome = await handler(task);
-      } catch (error) {
-        const message = error instanceof Error ? error.message : String(error);
-        const delay = DEFAULT_BACKOFF_MS[row.attempts];
-        outcome = delay === undefined ? { kind: "dead", error: message } : { kind: "retry", at: this.clock.now() + delay, error: message };
-      }
-    }
-    const now = this.clock.now();
-    if (outcome.kind === "done") this.deleteStmt.run(row.id);
-    else if (outcome.kind === "retry") this.retryStmt.run(outcome.at, outcome.error, now, row.id);
-    else {
-      this.deadStmt.run(outcome.error, now, row.id);
-      this.logger.log("warn", "background task moved to the dead-letter queue", { taskId: row.id, kind: row.kind, error: outcome.error });
+    if (!handler) return { kind: "dead", error: `no handler for ${row.kind} tasks` };
+    try {
+      return await handler(task);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      const delay = DEFAULT_BACKOFF_MS[row.attempts];
+      return delay === undefined ? { kind: "dead", error: message } : { kind: "retry", at: this.clock.now() + delay, error: message };
     }
   }
 }

@@ -28,6 +28,7 @@ import { CaseService } from "../cases/case-service.js";
 import { registerDecisionSideEffects } from "../decisions/side-effects.js";
 import { EventPublisher } from "../events/publisher.js";
 import { Outbox } from "../outbox/outbox.js";
+import { Checkpointer } from "../store/checkpointer.js";
 import { CaseRepository } from "../store/cases.js";
 import { DecisionEngine } from "../decisions/engine.js";
 import type { DecisionDetails } from "../decisions/record.js";
@@ -91,6 +92,7 @@ export function buildApp(options: AppOptions): App {
   const idempotency = new IdempotencyRepository(db);
   const analyzeState = new AnalyzeStateRepository(db);
   const recorder = new DecisionRecorder(db, decisions, new HistoryRepository(db), idempotency);
+  const checkpointer = new Checkpointer(db, config.dataDir, logger);
   const outbox = new Outbox(db, clock, logger);
   health.addBacklog(() => outbox.pending());
   const events = new EventPublisher(outbox, clock);
@@ -134,7 +136,7 @@ export function buildApp(options: AppOptions): App {
     health,
     logger,
     gauges: () => ({
-      fraud_background_backlog: { help: "Pending background tasks.", value: health.backlog() },
+      fraud_background_backlog: { help: "Pending background tasks (-1 when they cannot be counted).", value: health.backlog() ?? -1 },
       fraud_ready: { help: "1 when every readiness check passes.", value: health.ready() ? 1 : 0 },
     }),
   });
@@ -173,7 +175,9 @@ export function buildApp(options: AppOptions): App {
         clearInterval(maintenance);
         // Flush: side effects already due run before the database closes.
         await outbox.stop();
+        analyzeState.flush();
         await engine.close();
+        await checkpointer.stop();
         db.close();
       })();
       return closing;

@@ -101,7 +101,10 @@ export class RestGateway {
       if (typeof value === "string") header.set(name, value);
     }
     const abort = new AbortController();
-    res.once("close", () => abort.abort());
+    // Only a client that went away mid-call aborts it (an AbortError is costly to build).
+    res.once("close", () => {
+      if (!res.writableFinished) abort.abort();
+    });
     let response: UniversalServerResponse;
     try {
       response = await route.handler({

@@ -155,7 +155,6 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
         request: requestJson,
         reasons: result.reasons,
         confidencePercent: result.confidencePercent,
-        signals,
         categoryScores: result.categoryScores,
         contributions: result.contributions,
         weightsVersion: result.weightsVersion,
@@ -191,7 +190,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
         decision: verdict.decision,
         reasons: result.reasons,
       };
-      const replayed = deps.recorder.record({
+      const replayed = await deps.recorder.record({
         tenant,
         decision: stored,
         evidence,
@@ -252,8 +251,10 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
     getDecision(request, ctx) {
       const { tenant } = tenantOf(ctx);
       const stored = deps.decisions.get(tenant, request.id);
-      if (!stored) throw apiError("NOT_FOUND", `no decision ${request.id}`);
-      return { decision: toDecisionRecord(stored, tenant) };
+      const evidence = stored && deps.decisions.evidence(tenant, stored.evidenceId);
+      if (!stored || !evidence) throw apiError("NOT_FOUND", `no decision ${request.id}`);
+      const { signals } = JSON.parse(evidence.content) as { signals: JsonObject };
+      return { decision: toDecisionRecord(stored, tenant, signals) };
     },
   };
 }
@@ -276,7 +277,7 @@ function analyzeCoverage(request: AnalyzeRequest, signals: Signals): "full" | "p
   return hasAgent && hasDevice && signals.network.valid ? "full" : "partial";
 }
 
-function toDecisionRecord(stored: StoredDecision<DecisionDetails>, tenant: Tenant): MessageInitShape<typeof DecisionRecordSchema> {
+function toDecisionRecord(stored: StoredDecision<DecisionDetails>, tenant: Tenant, signals: JsonObject): MessageInitShape<typeof DecisionRecordSchema> {
   const details = stored.details;
   return {
     id: stored.id,
@@ -289,8 +290,7 @@ function toDecisionRecord(stored: StoredDecision<DecisionDetails>, tenant: Tenan
     score: stored.score,
     confidence: stored.confidence,
     reasons: details.reasons,
-    // The signals object is plain JSON by construction (docs/signals.md).
-    signals: details.signals as unknown as JsonObject,
+    signals,
     categoryScores: details.categoryScores,
     contributions: details.contributions,
     weightsVersion: details.weightsVersion,

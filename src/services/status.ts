@@ -40,8 +40,8 @@ export function createStatusService(deps: {
         { name: "Dashboard", level: levelFromFailures(deps.metrics.component("Dashboard")), detail: "" },
         {
           name: "Data Sync",
-          level: !databaseOk ? "outage" : backlog >= BACKLOG_DEGRADED_AT ? "degraded" : "operational",
-          detail: `database ${databaseOk ? "ok" : "failing"}; ${backlog} pending background tasks`,
+          level: !databaseOk || backlog === undefined ? "outage" : backlog >= BACKLOG_DEGRADED_AT ? "degraded" : "operational",
+          detail: `database ${databaseOk ? "ok" : "failing"}; ${backlog ?? "unknown"} pending background tasks`,
         },
       ];
 
