@@ -14,6 +14,8 @@ import {
 import { PolicyService } from "../../gen/fraud/v1/policy_pb.js";
 import { StatusService } from "../../gen/fraud/v1/status_pb.js";
 import { WebhookService } from "../../gen/fraud/v1/webhook_pb.js";
+import { AuditService } from "../../gen/fraud/v1/audit_pb.js";
+import { DeadLetterService } from "../../gen/fraud/v1/dead_letter_pb.js";
 
 /** Every service of the public API, in the order they are documented. */
 export const API_SERVICES: readonly DescService[] = [
@@ -22,6 +24,8 @@ export const API_SERVICES: readonly DescService[] = [
   CaseService,
   PolicyService,
   WebhookService,
+  DeadLetterService,
+  AuditService,
   StatusService,
 ];
 

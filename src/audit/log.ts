@@ -17,10 +17,26 @@ export interface AuditStore {
   append(build: (last: AuditRecord | undefined) => AuditRecord): AuditRecord;
   /** Every entry in storage order (ascending seq), streamed. */
   entries(): Iterable<AuditRecord>;
+  /**
+   * Runs `work` as one transaction together with the appends it makes, so a
+   * change and its entry are stored together or not at all.
+   */
+  atomically<T>(work: () => T): T;
+}
+
+/**
+ * What the rest of the service depends on to record what it changes: call
+ * `record` inside the transaction of the change (SQLite nests the append as a
+ * savepoint), so the change and its entry are stored together or not at all.
+ * Code without a transaction of its own wraps the change in `atomically`.
+ */
+export interface AuditTrail {
+  record(fields: AuditFields): AuditRecord;
+  atomically<T>(work: () => T): T;
 }
 
 /** Appends signed, chained entries to a store. */
-export class AuditLog {
+export class AuditLog implements AuditTrail {
   constructor(
     private readonly store: AuditStore,
     private readonly signer: AuditSigner,
@@ -29,6 +45,10 @@ export class AuditLog {
 
   record(fields: AuditFields): AuditRecord {
     return this.store.append((last) => appendEntry(last, fields, this.signer, this.clock));
+  }
+
+  atomically<T>(work: () => T): T {
+    return this.store.atomically(work);
   }
 }
 
@@ -44,5 +64,9 @@ export class MemoryAuditStore implements AuditStore {
 
   entries(): Iterable<AuditRecord> {
     return this.records;
+  }
+
+  atomically<T>(work: () => T): T {
+    return work();
   }
 }

@@ -1,3 +1,5 @@
+import type { AuditActor, AuditFields } from "../audit/entry.js";
+import type { AuditTrail } from "../audit/log.js";
 import type { Clock } from "../clock.js";
 import { newId } from "../ids.js";
 import type { ApiKeyRecord, ApiKeyRepository } from "../store/api-keys.js";
@@ -40,26 +42,34 @@ export interface AccountKeys {
 
 export class KeyError extends Error {}
 
-/** Issues, rotates, revokes and checks API keys. Keys are only ever stored hashed. */
+/**
+ * Issues, rotates, revokes and checks API keys. Keys are only ever stored
+ * hashed. Every change is written together with its audit entry, naming
+ * `actor` (fraudctl's user, or the service itself) as its author.
+ */
 export class KeyService {
   constructor(
     private readonly accounts: AccountRepository,
     private readonly keys: ApiKeyRepository,
     private readonly clock: Clock,
+    private readonly audit: AuditTrail,
+    private readonly actor: AuditActor,
   ) {}
 
   /** A new account with a publishable and a secret key in each environment. */
   createAccount(name: string, rateLimitOverrides: Record<string, number> = {}): AccountKeys {
-    const account = this.accounts.create(name, rateLimitOverrides, this.clock.now());
-    const issue = (environment: Environment, kind: KeyKind) =>
-      this.issue({ accountId: account.id, environment, kind }).key;
-    return {
-      account,
-      keys: {
-        test: { publishable: issue("test", "publishable"), secret: issue("test", "secret") },
-        live: { publishable: issue("live", "publishable"), secret: issue("live", "secret") },
-      },
-    };
+    return this.audit.atomically(() => {
+      const account = this.accounts.create(name, rateLimitOverrides, this.clock.now());
+      this.audit.record({ accountId: account.id, actor: this.actor, action: "account.created", subject: account.id, data: { name, rateLimitOverrides } });
+      const issue = (environment: Environment, kind: KeyKind) => this.issue({ accountId: account.id, environment, kind }).key;
+      return {
+        account,
+        keys: {
+          test: { publishable: issue("test", "publishable"), secret: issue("test", "secret") },
+          live: { publishable: issue("live", "publishable"), secret: issue("live", "secret") },
+        },
+      };
+    });
   }
 
   issue(options: {
@@ -80,7 +90,11 @@ export class KeyService {
       permissions: options.permissions,
       name: options.name ?? "",
     });
-    this.keys.insert(issued.record);
+    const { record } = issued;
+    this.audit.atomically(() => {
+      this.keys.insert(record);
+      this.audit.record(this.entry(record, "key.created", { kind: record.kind, permissions: record.permissions ?? "all", name: record.name, last4: record.last4 }));
+    });
     return issued;
   }
 
@@ -102,7 +116,13 @@ export class KeyService {
       throw new KeyError(`key ${old.id} was already rotated; rotate its replacement ${old.replacedBy}`);
     }
     const replacement = this.mint(old);
-    this.keys.rotate(old.id, replacement.record, this.clock.now() + ROTATION_GRACE_MS);
+    const graceUntil = this.clock.now() + ROTATION_GRACE_MS;
+    this.audit.atomically(() => {
+      this.keys.rotate(old.id, replacement.record, graceUntil);
+      this.audit.record(
+        this.entry(old, "key.rotated", { replacedBy: replacement.record.id, last4: replacement.record.last4, oldKeyValidUntil: new Date(graceUntil).toISOString() }),
+      );
+    });
     return replacement;
   }
 
@@ -110,8 +130,11 @@ export class KeyService {
   revoke(idOrKey: string): ApiKeyRecord {
     const key = this.find(idOrKey);
     if (!key) throw new KeyError("no such key");
-    if (!this.keys.revoke(key.id, this.clock.now())) throw new KeyError(`key ${key.id} is already revoked`);
-    return this.keys.get(key.id) as ApiKeyRecord;
+    return this.audit.atomically(() => {
+      if (!this.keys.revoke(key.id, this.clock.now())) throw new KeyError(`key ${key.id} is already revoked`);
+      this.audit.record(this.entry(key, "key.revoked", { last4: key.last4 }));
+      return this.keys.get(key.id) as ApiKeyRecord;
+    });
   }
 
   list(accountId?: string): ApiKeyRecord[] {
@@ -144,6 +167,11 @@ export class KeyService {
       keyLast4: record.last4,
       rateLimitOverrides: JSON.parse(record.accountRateLimitOverrides) as Record<string, number>,
     };
+  }
+
+  /** The audit entry of a change to a key: never the key, only its id and last 4 characters. */
+  private entry(record: ApiKeyRecord, action: "key.created" | "key.rotated" | "key.revoked", data: AuditFields["data"]): AuditFields {
+    return { accountId: record.accountId, environment: record.environment, actor: this.actor, action, subject: record.id, data };
   }
 
   /** A fresh key and its record, with the identity and permissions of `base`. */

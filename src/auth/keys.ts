@@ -21,6 +21,8 @@ export const ALL_PERMISSIONS = [
   "settings:read",
   "settings:write",
   "audit:read",
+  "dead_letters:read",
+  "dead_letters:write",
   "status:read",
 ] as const;
 

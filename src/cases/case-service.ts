@@ -1,3 +1,5 @@
+import type { AuditActor } from "../audit/entry.js";
+import type { AuditTrail } from "../audit/log.js";
 import type { Clock } from "../clock.js";
 import type { EventPublisher } from "../events/publisher.js";
 import { newId } from "../ids.js";
@@ -24,7 +26,7 @@ export interface CaseChange {
   assignee?: string;
   note?: string;
   /** Key id or "cli": who made the change. */
-  actor: string;
+  actor: AuditActor;
 }
 
 export class CaseTransitionError extends Error {}
@@ -55,6 +57,7 @@ export class CaseService {
     outbox: Outbox,
     private readonly events: EventPublisher,
     private readonly clock: Clock,
+    private readonly audit: AuditTrail,
   ) {
     this.openTx = db.transaction((tenant: Tenant, payload: OpenCasePayload) => {
       const now = this.clock.now();
@@ -64,6 +67,7 @@ export class CaseService {
       if (!opened) return;
       const created = this.cases.get(tenant, id) as StoredCase;
       this.events.publish(tenant, "case.created", { case: caseSummary(created) });
+      this.audit.record({ ...tenant, actor: "system", action: "case.created", subject: id, data: { decisionId: payload.decisionId, priority: created.priority, score: created.score } });
     });
     this.updateTx = db.transaction((tenant: Tenant, id: string, change: CaseChange): StoredCase | undefined => {
       const current = this.cases.get(tenant, id);
@@ -81,6 +85,13 @@ export class CaseService {
       if (change.assignee !== undefined) updated.assignee = change.assignee;
       if (change.note) updated.notes.push({ text: change.note, createdAt: now });
       this.cases.save(tenant, updated);
+      this.audit.record({
+        ...tenant,
+        actor: change.actor,
+        action: "case.updated",
+        subject: id,
+        data: { status: updated.status, previousStatus: current.status, assignee: updated.assignee, note: change.note ?? "" },
+      });
       if (updated.status !== current.status && isClosed(updated.status)) {
         this.events.publish(tenant, "case.resolved", { case: caseSummary(updated), previousStatus: current.status, resolvedBy: change.actor });
       }

@@ -1,14 +1,23 @@
+import fs from "node:fs";
 import { parseArgs } from "node:util";
+import type { AuditActor } from "../audit/entry.js";
+import { AuditLog } from "../audit/log.js";
+import { AuditSigner, importPublicKeyPem, publicKeyFingerprint } from "../audit/signer.js";
+import { verifyChain } from "../audit/verify.js";
 import { KeyError, KeyService } from "../auth/key-service.js";
 import { isPermission, type Environment, type KeyKind, type Permission } from "../auth/keys.js";
 import { systemClock, type Clock } from "../clock.js";
 import { loadConfig } from "../config.js";
-import { keyHint } from "../log.js";
+import { keyHint, silentLogger } from "../log.js";
 import { buildApp } from "../server/app.js";
 import { AccountRepository } from "../store/accounts.js";
 import type { ApiKeyRecord } from "../store/api-keys.js";
 import { ApiKeyRepository } from "../store/api-keys.js";
-import { openDatabase } from "../store/database.js";
+import { SqliteAuditStore } from "../store/audit.js";
+import { openDatabase, type Db } from "../store/database.js";
+import type { Tenant } from "../store/tenant.js";
+import { Outbox } from "../outbox/outbox.js";
+import { deadLetterId, taskIdOf } from "../services/dead-letters.js";
 
 /** Where the CLI writes; tests pass their own. */
 export interface CliIo {
@@ -27,6 +36,11 @@ Usage:
                        [--permissions p1,p2] [--name NAME] [--json]
   fraudctl keys rotate KEY [--json]     KEY is the key itself or its id (key_...)
   fraudctl keys revoke KEY [--json]
+  fraudctl audit verify [--public-key FILE] [--expected-head SEQ:HASH] [--json]
+                        exit code 1 when the chain is broken
+  fraudctl audit export-key             the audit log's Ed25519 public key (PEM)
+  fraudctl dlq list --account ID --env test|live [--limit N] [--offset N] [--json]
+  fraudctl dlq replay ID --account ID --env test|live    ID is dlq_...
 
 Environment: FRAUD_DATA_DIR (default ./data), PORT (8080), HOST (0.0.0.0).
 `;
@@ -45,9 +59,14 @@ export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv =
     const db = openDatabase(config.dataDir);
     try {
       const accounts = new AccountRepository(db);
-      const keys = new KeyService(accounts, new ApiKeyRepository(db), clock);
+      const auditStore = new SqliteAuditStore(db);
+      const signer = AuditSigner.loadOrCreate(config.dataDir);
+      const audit = new AuditLog(auditStore, signer, clock);
+      const keys = new KeyService(accounts, new ApiKeyRepository(db), clock, audit, cliActor(env));
       if (group === "accounts") return accountsCommand(action, rest, accounts, keys, io);
       if (group === "keys") return keysCommand(action, rest, keys, io);
+      if (group === "audit") return auditCommand(action, rest, auditStore, signer, io);
+      if (group === "dlq") return dlqCommand(action, rest, db, clock, io);
       throw new UsageError(`unknown command ${group}`);
     } finally {
       db.close();
@@ -154,6 +173,92 @@ function keysCommand(action: string | undefined, args: string[], keys: KeyServic
     return 0;
   }
   throw new UsageError(`unknown keys command ${action ?? ""}`.trim());
+}
+
+/** Who the audit log names for changes made from the command line. */
+function cliActor(env: NodeJS.ProcessEnv): AuditActor {
+  const user = env.USER || env.USERNAME;
+  return user ? `cli:${user}` : "cli";
+}
+
+function auditCommand(action: string | undefined, args: string[], store: SqliteAuditStore, signer: AuditSigner, io: CliIo): number {
+  if (action === "export-key") {
+    parseArgs({ args, options: {}, strict: true });
+    io.out(signer.exportPublicKeyPem());
+    return 0;
+  }
+  if (action === "verify") {
+    const { values } = parseArgs({
+      args,
+      options: { "public-key": { type: "string" }, "expected-head": { type: "string" }, json: { type: "boolean" } },
+      strict: true,
+    });
+    const publicKey = values["public-key"] === undefined ? signer.publicKey : importPublicKeyPem(fs.readFileSync(values["public-key"], "utf8"));
+    let expectedHead: { seq: number; hash: string } | undefined;
+    if (values["expected-head"] !== undefined) {
+      const match = /^([1-9][0-9]*):([0-9a-f]{64})$/.exec(values["expected-head"]);
+      if (!match) throw new UsageError("--expected-head must be SEQ:HASH, as printed by a previous verify");
+      expectedHead = { seq: Number(match[1]), hash: match[2] as string };
+    }
+    const result = verifyChain(store.entries(), publicKey, { expectedHead });
+    if (values.json) {
+      io.out(JSON.stringify({ ...result, publicKey: publicKeyFingerprint(publicKey) }) + "\n");
+    } else if (result.firstProblem) {
+      const problem = result.firstProblem;
+      io.out(`audit log ${problem.kind.toUpperCase()} at seq ${problem.seq}${problem.id ? ` (entry ${problem.id})` : ""}: ${problem.message}\n`);
+      io.out(`${result.checked} entries before it are intact\n`);
+    } else {
+      io.out(`audit log intact: ${result.checked} entries, signed by key ${publicKeyFingerprint(publicKey)}\n`);
+      if (result.head) io.out(`head: ${result.head.seq}:${result.head.hash}  (pass it as --expected-head next time to detect a cut tail)\n`);
+    }
+    return result.ok ? 0 : 1;
+  }
+  throw new UsageError(`unknown audit command ${action ?? ""}`.trim());
+}
+
+function dlqCommand(action: string | undefined, args: string[], db: Db, clock: Clock, io: CliIo): number {
+  const { values, positionals } = parseArgs({
+    args,
+    options: {
+      account: { type: "string" },
+      env: { type: "string" },
+      limit: { type: "string" },
+      offset: { type: "string" },
+      json: { type: "boolean" },
+    },
+    allowPositionals: true,
+    strict: true,
+  });
+  if (!values.account) throw new UsageError(`dlq ${action ?? ""} needs --account`.trim());
+  if (values.env !== "test" && values.env !== "live") throw new UsageError("--env must be test or live");
+  const tenant: Tenant = { accountId: values.account, environment: values.env };
+  // The CLI only reads and re-queues rows: the server's runner carries the replayed tasks out.
+  const outbox = new Outbox(db, clock, silentLogger);
+  if (action === "list") {
+    const count = (name: string, raw: string | undefined, fallback: number, min: number) => {
+      const value = raw === undefined ? fallback : Number(raw);
+      if (!Number.isInteger(value) || value < min) throw new UsageError(`--${name} must be an integer of at least ${min}`);
+      return value;
+    };
+    const letters = outbox
+      .deadLetters(tenant, count("limit", values.limit, 50, 1), count("offset", values.offset, 0, 0))
+      .map((letter) => ({ ...letter, id: deadLetterId(letter.id), createdAt: new Date(letter.createdAt).toISOString(), failedAt: new Date(letter.updatedAt).toISOString() }));
+    if (values.json) io.out(JSON.stringify({ deadLetters: letters }) + "\n");
+    else for (const letter of letters) io.out(`${letter.id}  ${letter.kind}  ${letter.attempts} attempts  ${letter.failedAt}  ${letter.lastError}\n`);
+    return 0;
+  }
+  if (action === "replay") {
+    const target = positionals[0];
+    if (!target || positionals.length > 1) throw new UsageError("dlq replay takes exactly one ID");
+    const taskId = taskIdOf(target);
+    if (taskId === undefined || !outbox.replay(tenant, taskId)) {
+      io.err(`fraudctl: no dead letter ${target} in ${tenant.accountId} (${tenant.environment})\n`);
+      return 1;
+    }
+    io.out(`${target} queued again\n`);
+    return 0;
+  }
+  throw new UsageError(`unknown dlq command ${action ?? ""}`.trim());
 }
 
 function printIssued(io: CliIo, json: boolean, key: string, record: ApiKeyRecord, replaced?: ApiKeyRecord): void {

@@ -24,7 +24,7 @@ export type TaskHandler = (task: OutboxTask) => Promise<TaskOutcome>;
 
 /** Retry schedule of handlers that throw: 1 s, 5 s, 30 s, 2 min, 10 min, then the dead-letter queue. */
 const DEFAULT_BACKOFF_MS = [1_000, 5_000, 30_000, 120_000, 600_000];
-/** Tasks handled at once; webhook deliveries wait on the network. */
+/** Tasks running at once; webhook deliveries wait on the network. */
 const BATCH = 32;
 /** The runner also looks for due tasks this often (tasks from other processes, retries). */
 const POLL_MS = 500;
@@ -71,9 +71,10 @@ export class Outbox {
   private readonly replayStmt;
   private readonly settle;
   private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
   private stopped = true;
-  private wakeRequested = false;
+  /** Tasks running now, by row id; settles when the task's outcome is recorded. */
+  private readonly inFlight = new Map<number, { settled: Promise<void>; resolve(): void }>();
+  private finished: Array<[OutboxRow, TaskOutcome]> = [];
 
   constructor(
     db: Db,
@@ -166,47 +167,61 @@ export class Outbox {
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
-    await this.running;
-    await this.runDue();
+    await this.drain();
   }
 
-  /** Runs every task that is due now; returns when none is left (tests, flush). */
+  /** Runs every task that is due now, and waits for those in flight; returns when none is left. */
   async drain(): Promise<void> {
-    await this.running;
-    while ((await this.runDue()) > 0) {
-      // keep going until nothing is due
+    for (;;) {
+      this.startDue();
+      if (this.inFlight.size === 0) return;
+      await Promise.race([...this.inFlight.values()].map((task) => task.settled));
     }
   }
 
+  /** Starts due tasks now and, while the runner is on, again after each completion or every POLL_MS. */
   private wake(): void {
     if (this.stopped) return;
-    if (this.running) {
-      this.wakeRequested = true;
-      return;
-    }
     clearTimeout(this.timer);
-    this.running = (async () => {
-      try {
-        do {
-          this.wakeRequested = false;
-          while ((await this.runDue()) === BATCH) {
-            // a full batch: there may be more due right now
-          }
-        } while (this.wakeRequested && !this.stopped);
-      } finally {
-        this.running = undefined;
-        if (!this.stopped) this.timer = setTimeout(() => this.wake(), POLL_MS).unref();
-      }
-    })();
+    this.startDue();
+    this.timer = setTimeout(() => this.wake(), POLL_MS).unref();
   }
 
-  /** Runs one batch of due tasks; returns how many it ran. */
-  private async runDue(): Promise<number> {
-    const rows = this.dueStmt.all(this.clock.now(), BATCH);
-    const outcomes = await Promise.all(rows.map((row) => this.runOne(row)));
-    // One commit records the whole batch's outcomes.
-    this.settle(rows.map((row, i) => [row, outcomes[i] as TaskOutcome]));
-    return rows.length;
+  /**
+   * Starts the due tasks that are not already running, up to BATCH at once.
+   * Each task is settled as soon as it ends, so a slow one (a webhook waiting
+   * out its timeout) holds up nothing else.
+   */
+  private startDue(): void {
+    const room = BATCH - this.inFlight.size;
+    if (room <= 0) return;
+    for (const row of this.dueStmt.all(this.clock.now(), room + this.inFlight.size)) {
+      if (this.inFlight.size >= BATCH) break;
+      if (this.inFlight.has(row.id)) continue;
+      let settled!: () => void;
+      this.inFlight.set(row.id, { settled: new Promise<void>((resolve) => (settled = resolve)), resolve: () => settled() });
+      void this.runOne(row).then((outcome) => {
+        this.finished.push([row, outcome]);
+        if (this.finished.length === 1) setImmediate(() => this.settleFinished());
+      });
+    }
+  }
+
+  /** Records the outcomes of the tasks that ended during one event-loop turn in one commit. */
+  private settleFinished(): void {
+    const batch = this.finished;
+    this.finished = [];
+    try {
+      this.settle(batch);
+    } catch (error) {
+      // The rows stay pending and run again: effects are idempotent, so nothing is lost or doubled.
+      this.logger.log("error", "could not record background task outcomes", { error: String(error) });
+    }
+    for (const [row] of batch) {
+      this.inFlight.get(row.id)?.resolve();
+      this.inFlight.delete(row.id);
+    }
+    if (!this.stopped) this.startDue();
   }
 
   private async runOne(row: OutboxRow): Promise<TaskOutcome> {

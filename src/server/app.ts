@@ -6,6 +6,8 @@ import { FeedbackService } from "../../gen/fraud/v1/feedback_pb.js";
 import { PolicyService } from "../../gen/fraud/v1/policy_pb.js";
 import { StatusService } from "../../gen/fraud/v1/status_pb.js";
 import { WebhookService } from "../../gen/fraud/v1/webhook_pb.js";
+import { AuditService } from "../../gen/fraud/v1/audit_pb.js";
+import { DeadLetterService } from "../../gen/fraud/v1/dead_letter_pb.js";
 import { Health } from "../../gen/health/v1/health_pb.js";
 import { ServerReflection } from "../../gen/grpc/reflection/v1/reflection_pb.js";
 import { ServerReflection as ServerReflectionV1Alpha } from "../../gen/grpc/reflection/v1alpha/reflection_pb.js";
@@ -13,6 +15,18 @@ import { API_SERVICES } from "../api/contract.js";
 import { apiInterceptors } from "../api/interceptors.js";
 import { RateLimiter } from "../api/rate-limiter.js";
 import { KeyService } from "../auth/key-service.js";
+import { registerDecisionAudit } from "../audit/decisions.js";
+import { AuditLog } from "../audit/log.js";
+import { AuditSigner } from "../audit/signer.js";
+import { SqliteAuditStore } from "../store/audit.js";
+import { WebhookRepository } from "../store/webhooks.js";
+import { registerAnomalyDetection } from "../webhooks/anomaly.js";
+import { WebhookEndpoints } from "../webhooks/endpoints.js";
+import { registerHttpDelivery } from "../webhooks/http-delivery.js";
+import { EventStream } from "../webhooks/stream.js";
+import { createAuditService } from "../services/audit.js";
+import { createDeadLetterService } from "../services/dead-letters.js";
+import { createWebhookService } from "../services/webhooks.js";
 import { systemClock, type Clock } from "../clock.js";
 import type { Config } from "../config.js";
 import { createLogger, type Logger } from "../log.js";
@@ -66,6 +80,8 @@ export interface App {
   readonly logger: Logger;
   readonly outbox: Outbox;
   readonly events: EventPublisher;
+  /** The signed audit log: `audit.record(...)` inside the transaction of the change it records (docs/audit-log.md). */
+  readonly audit: AuditLog;
   listen(): Promise<AddressInfo>;
   /** Drains in-flight requests, flushes pending work and closes the database. */
   close(): Promise<void>;
@@ -77,7 +93,9 @@ export function buildApp(options: AppOptions): App {
   const logger = options.logger ?? createLogger();
   const db = openDatabase(config.dataDir);
   const accounts = new AccountRepository(db);
-  const keys = new KeyService(accounts, new ApiKeyRepository(db), clock);
+  const auditStore = new SqliteAuditStore(db);
+  const audit = new AuditLog(auditStore, AuditSigner.loadOrCreate(config.dataDir), clock);
+  const keys = new KeyService(accounts, new ApiKeyRepository(db), clock, audit, "system");
   const metrics = new Metrics();
   const health = new HealthMonitor(db);
   const limiter = new RateLimiter(clock);
@@ -97,8 +115,25 @@ export function buildApp(options: AppOptions): App {
   health.addBacklog(() => outbox.pending());
   const events = new EventPublisher(outbox, clock);
   const cases = new CaseRepository(db);
-  const caseLifecycle = new CaseService(db, cases, outbox, events, clock);
+  const caseLifecycle = new CaseService(db, cases, outbox, events, clock, audit);
   registerDecisionSideEffects(recorder, events, outbox);
+  registerDecisionAudit(recorder, outbox, audit, auditStore);
+  registerAnomalyDetection(recorder, events);
+  const webhookRepository = new WebhookRepository(db);
+  const webhookGuard = { allowPrivate: config.webhookAllowPrivate };
+  const webhookEndpoints = new WebhookEndpoints(db, webhookRepository, audit, clock, webhookGuard);
+  registerHttpDelivery({
+    db,
+    repository: webhookRepository,
+    endpoints: webhookEndpoints,
+    outbox,
+    events,
+    clock,
+    logger,
+    guard: webhookGuard,
+    random: Math.random,
+  });
+  const eventStream = new EventStream(keys, webhookRepository, events, clock, logger);
 
   const router = createConnectRouter({
     interceptors: apiInterceptors({ logger, keys, limiter, rateLimitOverrides: config.rateLimitOverrides }),
@@ -124,7 +159,9 @@ export function buildApp(options: AppOptions): App {
   router.service(FeedbackService, pendingService(FeedbackService, "feedback learning has not landed (issue 6)"));
   router.service(CaseRpc, createCaseService({ cases, lifecycle: caseLifecycle }));
   router.service(PolicyService, pendingService(PolicyService, "policies have not landed (issue 4)"));
-  router.service(WebhookService, pendingService(WebhookService, "webhooks have not landed (issue 5)"));
+  router.service(WebhookService, createWebhookService({ endpoints: webhookEndpoints, clock }));
+  router.service(DeadLetterService, createDeadLetterService({ outbox }));
+  router.service(AuditService, createAuditService({ store: auditStore }));
   router.service(StatusService, createStatusService({ metrics, health, clock }));
   registerHealth(router, health, API_SERVICES);
   registerReflection(router, [...API_SERVICES, Health, ServerReflection, ServerReflectionV1Alpha]);
@@ -141,6 +178,7 @@ export function buildApp(options: AppOptions): App {
     }),
   });
   const listener = new DualProtocolListener(dispatcher.listener);
+  listener.onUpgrade(eventStream.handleUpgrade);
   // Expired analyze state and idempotency answers are pruned in the background.
   const maintenance = setInterval(() => {
     const now = clock.now();
@@ -158,6 +196,7 @@ export function buildApp(options: AppOptions): App {
     logger,
     outbox,
     events,
+    audit,
     async listen() {
       await engine.warmUp();
       outbox.start();
@@ -168,6 +207,7 @@ export function buildApp(options: AppOptions): App {
         health.markDraining();
         dispatcher.startDraining();
         const stopped = listener.stopAccepting();
+        eventStream.close();
         const timer = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
         await Promise.race([dispatcher.idle(), timer]);
         listener.destroyAll();

@@ -1,11 +1,18 @@
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
+import type { Duplex } from "node:stream";
 
 export type RequestListener = (
   req: http.IncomingMessage | http2.Http2ServerRequest,
   res: http.ServerResponse | http2.Http2ServerResponse,
 ) => void;
+
+/** Takes an HTTP/1.1 upgrade request's connection (WebSocket streams); false declines it. */
+export type UpgradeHandler = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => boolean;
+
+/** Headers that ask for a protocol switch; dropped when a declined upgrade is served as plain HTTP/1.1. */
+const UPGRADE_HEADERS = new Set(["upgrade", "connection", "http2-settings"]);
 
 /** Every HTTP/2 connection opens with this preface; no HTTP/1.x request starts with "PRI". */
 const HTTP2_PREFACE_START = Buffer.from("PRI");
@@ -45,6 +52,27 @@ export class DualProtocolListener {
         this.tcp.off("error", reject);
         resolve(this.tcp.address() as net.AddressInfo);
       });
+    });
+  }
+
+  /**
+   * Hands HTTP/1.1 upgrade requests to `handler`. Once an upgrade listener
+   * exists, Node routes every request carrying an Upgrade header to it, so the
+   * ones the handler declines (curl --http2 asks for h2c) are given back to the
+   * HTTP/1.1 server without their upgrade headers and served as before: the
+   * server may ignore an Upgrade it does not want (RFC 9110, 7.8).
+   */
+  onUpgrade(handler: UpgradeHandler): void {
+    this.http1.on("upgrade", (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
+      if (handler(req, socket, head)) return;
+      const lines = [`${req.method ?? "GET"} ${req.url ?? "/"} HTTP/${req.httpVersion}`];
+      for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
+        const name = req.rawHeaders[i] as string;
+        if (!UPGRADE_HEADERS.has(name.toLowerCase())) lines.push(`${name}: ${req.rawHeaders[i + 1] as string}`);
+      }
+      socket.unshift(Buffer.concat([Buffer.from(`${lines.join("\r\n")}\r\n\r\n`, "latin1"), head]));
+      this.http1.emit("connection", socket);
+      socket.resume();
     });
   }
 

@@ -2,12 +2,11 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { CaseService as CaseRpc, FraudCaseSchema } from "../../gen/fraud/v1/case_pb.js";
-import { callContext } from "../api/context.js";
 import { apiError } from "../api/errors.js";
 import { CaseTransitionError, type CaseService } from "../cases/case-service.js";
 import type { CasePriority, CaseStatus } from "../cases/lifecycle.js";
 import type { CaseRepository, StoredCase } from "../store/cases.js";
-import type { Tenant } from "../store/tenant.js";
+import { callerScope } from "./scope.js";
 
 const DEFAULT_PAGE = 50;
 
@@ -30,14 +29,9 @@ function toFraudCase(stored: StoredCase): MessageInitShape<typeof FraudCaseSchem
 
 /** Cases (part 4.4): list with filters and paging, get one, move one along its lifecycle. */
 export function createCaseService(deps: { cases: CaseRepository; lifecycle: CaseService }): ServiceImpl<typeof CaseRpc> {
-  const scope = (values: Parameters<typeof callContext>[0]): { tenant: Tenant; actor: string } => {
-    const principal = callContext(values).principal;
-    if (!principal) throw apiError("UNAUTHORIZED", "an API key is required");
-    return { tenant: { accountId: principal.accountId, environment: principal.environment }, actor: principal.keyId };
-  };
   return {
     listCases(request, ctx) {
-      const { tenant } = scope(ctx.values);
+      const { tenant } = callerScope(ctx.values);
       const cases = deps.cases.list(tenant, {
         status: (request.status || undefined) as CaseStatus | undefined,
         priority: (request.priority || undefined) as CasePriority | undefined,
@@ -47,13 +41,13 @@ export function createCaseService(deps: { cases: CaseRepository; lifecycle: Case
       return { cases: cases.map(toFraudCase), count: cases.length };
     },
     getCase(request, ctx) {
-      const { tenant } = scope(ctx.values);
+      const { tenant } = callerScope(ctx.values);
       const stored = deps.cases.get(tenant, request.id);
       if (!stored) throw apiError("NOT_FOUND", `no case ${request.id}`);
       return { case: toFraudCase(stored) };
     },
     updateCase(request, ctx) {
-      const { tenant, actor } = scope(ctx.values);
+      const { tenant, actor } = callerScope(ctx.values);
       let updated: StoredCase | undefined;
       try {
         updated = deps.lifecycle.update(tenant, request.id, {

@@ -183,4 +183,49 @@ export const migrations: readonly string[] = [
   ) STRICT;
   CREATE INDEX cases_by_time ON cases(account_id, environment, created_at);
   `,
+  // 4: webhook endpoints and the signed audit log.
+  `
+  CREATE TABLE webhook_endpoints (
+    id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    environment TEXT NOT NULL CHECK (environment IN ('test', 'live')),
+    delivery_method TEXT NOT NULL CHECK (delivery_method IN ('http', 'websocket')),
+    -- Empty for websocket endpoints.
+    url TEXT NOT NULL,
+    -- JSON array of event types; [] means every type.
+    events TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('enabled', 'disabled')),
+    description TEXT NOT NULL,
+    -- The signing secret itself: HMAC needs it, so it cannot be hashed (docs/webhooks.md).
+    secret TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+  ) STRICT;
+  CREATE INDEX webhook_endpoints_by_account ON webhook_endpoints(account_id, environment, created_at);
+
+  -- docs/audit-log.md: one installation-wide chain, appended in IMMEDIATE transactions.
+  CREATE TABLE audit_log (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    at INTEGER NOT NULL,
+    account_id TEXT,
+    environment TEXT CHECK (environment IN ('test', 'live')),
+    actor TEXT NOT NULL,
+    action TEXT NOT NULL,
+    subject TEXT,
+    body TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    signature TEXT NOT NULL
+  ) STRICT;
+  CREATE INDEX audit_log_by_account ON audit_log(account_id, environment, seq);
+  -- One decision.made entry per decision: a replayed audit task finds it and stops.
+  CREATE UNIQUE INDEX audit_log_one_per_decision ON audit_log(subject) WHERE action = 'decision.made';
+  -- Append-only for ordinary code paths. Anyone holding the file can drop these triggers; the chain is what
+  -- catches them.
+  CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+  CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+  `,
 ];

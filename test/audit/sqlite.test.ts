@@ -5,16 +5,16 @@ import os from "node:os";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { appendEntry, fromAuditRow, toAuditRow } from "../../src/audit/entry.js";
-import type { AuditRecord, AuditRow } from "../../src/audit/entry.js";
-import type { AuditStore } from "../../src/audit/log.js";
+import { appendEntry, fromAuditRow } from "../../src/audit/entry.js";
+import type { AuditRow } from "../../src/audit/entry.js";
 import { AuditSigner, importPublicKeyPem } from "../../src/audit/signer.js";
 import { verifyChain } from "../../src/audit/verify.js";
+import { SqliteAuditStore } from "../../src/store/audit.js";
 import type { VerifyResult } from "../../src/audit/verify.js";
 import { ManualClock } from "../helpers/clock.js";
 import { ephemeralSigner, fillLog } from "./fixtures.js";
 
-// The DDL suggested in docs/audit-log.md.
+// The DDL of docs/audit-log.md (migration 4 creates the same table).
 const SCHEMA = `
   CREATE TABLE audit_log (
     seq INTEGER PRIMARY KEY,
@@ -36,37 +36,6 @@ const SCHEMA = `
   CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
     BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 `;
-
-/** A repository in the style of src/store: statements prepared once, appends in IMMEDIATE transactions. */
-class SqliteAuditStore implements AuditStore {
-  private readonly lastStmt;
-  private readonly insertStmt;
-  private readonly allStmt;
-  private readonly appendTx;
-
-  constructor(db: Database.Database) {
-    this.lastStmt = db.prepare<[], AuditRow>("SELECT * FROM audit_log ORDER BY seq DESC LIMIT 1");
-    this.insertStmt = db.prepare<[AuditRow]>(
-      `INSERT INTO audit_log (seq, id, at, account_id, environment, actor, action, subject, body, prev_hash, hash, signature)
-       VALUES (@seq, @id, @at, @account_id, @environment, @actor, @action, @subject, @body, @prev_hash, @hash, @signature)`,
-    );
-    this.allStmt = db.prepare<[], AuditRow>("SELECT * FROM audit_log ORDER BY seq");
-    this.appendTx = db.transaction((build: (last: AuditRecord | undefined) => AuditRecord) => {
-      const last = this.lastStmt.get();
-      const record = build(last === undefined ? undefined : fromAuditRow(last));
-      this.insertStmt.run(toAuditRow(record));
-      return record;
-    });
-  }
-
-  append(build: (last: AuditRecord | undefined) => AuditRecord): AuditRecord {
-    return this.appendTx.immediate(build);
-  }
-
-  *entries(): Iterable<AuditRecord> {
-    for (const row of this.allStmt.iterate()) yield fromAuditRow(row);
-  }
-}
 
 let dir: string;
 let db: Database.Database;

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file fraud/v1/webhook.proto.
  */
 export const file_fraud_v1_webhook: GenFile = /*@__PURE__*/
-  fileDesc("ChZmcmF1ZC92MS93ZWJob29rLnByb3RvEghmcmF1ZC52MSKRAQoUVmVyaWZ5V2ViaG9va1JlcXVlc3QSGwoHcGF5bG9hZBgBIAEoCUIKirUYBggBEMCaDBIcCglzaWduYXR1cmUYAiABKAlCCYq1GAUIARCAAhIbCgl0aW1lc3RhbXAYAyABKAlCCIq1GAQIARAgEiEKBnNlY3JldBgEIAEoCUIRirUYDQgBEIACMgZ3aHNlY18iNgoVVmVyaWZ5V2ViaG9va1Jlc3BvbnNlEg0KBXZhbGlkGAEgASgIEg4KBnJlYXNvbhgCIAEoCSK+AQoPV2ViaG9va0VuZHBvaW50EgoKAmlkGAEgASgJEgsKA3VybBgCIAEoCRIOCgZldmVudHMYAyADKAkSFwoPZGVsaXZlcnlfbWV0aG9kGAQgASgJEg4KBnN0YXR1cxgFIAEoCRITCgtkZXNjcmlwdGlvbhgGIAEoCRIUCgxzZWNyZXRfbGFzdDQYByABKAkSLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiFQoTTGlzdFdlYmhvb2tzUmVxdWVzdCJDChRMaXN0V2ViaG9va3NSZXNwb25zZRIrCgh3ZWJob29rcxgBIAMoCzIZLmZyYXVkLnYxLldlYmhvb2tFbmRwb2ludCKcAgoUQ3JlYXRlV2ViaG9va1JlcXVlc3QSFgoDdXJsGAEgASgJQgmKtRgFEIAQOAMSnQEKBmV2ZW50cxgCIAMoCUKMAYq1GIcBGg5kZWNpc2lvbi5hbGxvdxoSZGVjaXNpb24uY2hhbGxlbmdlGg1kZWNpc2lvbi5kZW55GgxjYXNlLmNyZWF0ZWQaDWNhc2UucmVzb2x2ZWQaEHBvbGljeS50cmlnZ2VyZWQaEWZlZWRiYWNrLnJlY2VpdmVkGhBhbm9tYWx5LmRldGVjdGVkEi4KD2RlbGl2ZXJ5X21ldGhvZBgDIAEoCUIVirUYERoEaHR0cBoJd2Vic29ja2V0EhwKC2Rlc2NyaXB0aW9uGAQgASgJQgeKtRgDEOgHIlMKFUNyZWF0ZVdlYmhvb2tSZXNwb25zZRIqCgd3ZWJob29rGAEgASgLMhkuZnJhdWQudjEuV2ViaG9va0VuZHBvaW50Eg4KBnNlY3JldBgCIAEoCSIyChREZWxldGVXZWJob29rUmVxdWVzdBIaCgJpZBgBIAEoCUIOirUYCggBEEAyBHdoZV8iFwoVRGVsZXRlV2ViaG9va1Jlc3BvbnNlMsYECg5XZWJob29rU2VydmljZRKDAQoNVmVyaWZ5V2ViaG9vaxIeLmZyYXVkLnYxLlZlcmlmeVdlYmhvb2tSZXF1ZXN0Gh8uZnJhdWQudjEuVmVyaWZ5V2ViaG9va1Jlc3BvbnNlIjGKtRgaCgRQT1NUEhAvYXBpL3YxL3dlYmhvb2tzGAGStRgPCg13ZWJob29rczpyZWFkEn8KDExpc3RXZWJob29rcxIdLmZyYXVkLnYxLkxpc3RXZWJob29rc1JlcXVlc3QaHi5mcmF1ZC52MS5MaXN0V2ViaG9va3NSZXNwb25zZSIwirUYGQoDR0VUEhAvYXBpL3YxL3dlYmhvb2tzGAGStRgPCg13ZWJob29rczpyZWFkEpEBCg1DcmVhdGVXZWJob29rEh4uZnJhdWQudjEuQ3JlYXRlV2ViaG9va1JlcXVlc3QaHy5mcmF1ZC52MS5DcmVhdGVXZWJob29rUmVzcG9uc2UiP4q1GCcKBFBPU1QSGi9hcGkvdjEvd2ViaG9va3MvZW5kcG9pbnRzGAEoyQGStRgQCg53ZWJob29rczp3cml0ZRKYAQoNRGVsZXRlV2ViaG9vaxIeLmZyYXVkLnYxLkRlbGV0ZVdlYmhvb2tSZXF1ZXN0Gh8uZnJhdWQudjEuRGVsZXRlV2ViaG9va1Jlc3BvbnNlIkaKtRguCgZERUxFVEUSHy9hcGkvdjEvd2ViaG9va3MvZW5kcG9pbnRzL3tpZH0YAyjMAZK1GBAKDndlYmhvb2tzOndyaXRlYgZwcm90bzM", [file_fraud_v1_options, file_google_protobuf_timestamp]);
+  fileDesc("ChZmcmF1ZC92MS93ZWJob29rLnByb3RvEghmcmF1ZC52MSKRAQoUVmVyaWZ5V2ViaG9va1JlcXVlc3QSGwoHcGF5bG9hZBgBIAEoCUIKirUYBggBEMCaDBIcCglzaWduYXR1cmUYAiABKAlCCYq1GAUIARCAAhIbCgl0aW1lc3RhbXAYAyABKAlCCIq1GAQIARAgEiEKBnNlY3JldBgEIAEoCUIRirUYDQgBEIACMgZ3aHNlY18iNgoVVmVyaWZ5V2ViaG9va1Jlc3BvbnNlEg0KBXZhbGlkGAEgASgIEg4KBnJlYXNvbhgCIAEoCSLuAQoPV2ViaG9va0VuZHBvaW50EgoKAmlkGAEgASgJEgsKA3VybBgCIAEoCRIOCgZldmVudHMYAyADKAkSFwoPZGVsaXZlcnlfbWV0aG9kGAQgASgJEg4KBnN0YXR1cxgFIAEoCRITCgtkZXNjcmlwdGlvbhgGIAEoCRIUCgxzZWNyZXRfbGFzdDQYByABKAkSLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiFQoTTGlzdFdlYmhvb2tzUmVxdWVzdCJDChRMaXN0V2ViaG9va3NSZXNwb25zZRIrCgh3ZWJob29rcxgBIAMoCzIZLmZyYXVkLnYxLldlYmhvb2tFbmRwb2ludCKcAgoUQ3JlYXRlV2ViaG9va1JlcXVlc3QSFgoDdXJsGAEgASgJQgmKtRgFEIAQOAMSnQEKBmV2ZW50cxgCIAMoCUKMAYq1GIcBGg5kZWNpc2lvbi5hbGxvdxoSZGVjaXNpb24uY2hhbGxlbmdlGg1kZWNpc2lvbi5kZW55GgxjYXNlLmNyZWF0ZWQaDWNhc2UucmVzb2x2ZWQaEHBvbGljeS50cmlnZ2VyZWQaEWZlZWRiYWNrLnJlY2VpdmVkGhBhbm9tYWx5LmRldGVjdGVkEi4KD2RlbGl2ZXJ5X21ldGhvZBgDIAEoCUIVirUYERoEaHR0cBoJd2Vic29ja2V0EhwKC2Rlc2NyaXB0aW9uGAQgASgJQgeKtRgDEOgHIlMKFUNyZWF0ZVdlYmhvb2tSZXNwb25zZRIqCgd3ZWJob29rGAEgASgLMhkuZnJhdWQudjEuV2ViaG9va0VuZHBvaW50Eg4KBnNlY3JldBgCIAEoCSIyChREZWxldGVXZWJob29rUmVxdWVzdBIaCgJpZBgBIAEoCUIOirUYCggBEEAyBHdoZV8iFwoVRGVsZXRlV2ViaG9va1Jlc3BvbnNlIi8KEUdldFdlYmhvb2tSZXF1ZXN0EhoKAmlkGAEgASgJQg6KtRgKCAEQQDIEd2hlXyJAChJHZXRXZWJob29rUmVzcG9uc2USKgoHd2ViaG9vaxgBIAEoCzIZLmZyYXVkLnYxLldlYmhvb2tFbmRwb2ludCL3AgoUVXBkYXRlV2ViaG9va1JlcXVlc3QSGgoCaWQYASABKAlCDoq1GAoIARBAMgR3aGVfEhsKA3VybBgCIAEoCUIJirUYBRCAEDgDSACIAQESnQEKBmV2ZW50cxgDIAMoCUKMAYq1GIcBGg5kZWNpc2lvbi5hbGxvdxoSZGVjaXNpb24uY2hhbGxlbmdlGg1kZWNpc2lvbi5kZW55GgxjYXNlLmNyZWF0ZWQaDWNhc2UucmVzb2x2ZWQaEHBvbGljeS50cmlnZ2VyZWQaEWZlZWRiYWNrLnJlY2VpdmVkGhBhbm9tYWx5LmRldGVjdGVkEhIKCmFsbF9ldmVudHMYBCABKAgSLAoGc3RhdHVzGAUgASgJQheKtRgTGgdlbmFibGVkGghkaXNhYmxlZEgBiAEBEiEKC2Rlc2NyaXB0aW9uGAYgASgJQgeKtRgDEOgHSAKIAQFCBgoEX3VybEIJCgdfc3RhdHVzQg4KDF9kZXNjcmlwdGlvbiJDChVVcGRhdGVXZWJob29rUmVzcG9uc2USKgoHd2ViaG9vaxgBIAEoCzIZLmZyYXVkLnYxLldlYmhvb2tFbmRwb2ludCI4ChpSb3RhdGVXZWJob29rU2VjcmV0UmVxdWVzdBIaCgJpZBgBIAEoCUIOirUYCggBEEAyBHdoZV8iWQobUm90YXRlV2ViaG9va1NlY3JldFJlc3BvbnNlEioKB3dlYmhvb2sYASABKAsyGS5mcmF1ZC52MS5XZWJob29rRW5kcG9pbnQSDgoGc2VjcmV0GAIgASgJMrAICg5XZWJob29rU2VydmljZRKDAQoNVmVyaWZ5V2ViaG9vaxIeLmZyYXVkLnYxLlZlcmlmeVdlYmhvb2tSZXF1ZXN0Gh8uZnJhdWQudjEuVmVyaWZ5V2ViaG9va1Jlc3BvbnNlIjGKtRgaCgRQT1NUEhAvYXBpL3YxL3dlYmhvb2tzGAGStRgPCg13ZWJob29rczpyZWFkEn8KDExpc3RXZWJob29rcxIdLmZyYXVkLnYxLkxpc3RXZWJob29rc1JlcXVlc3QaHi5mcmF1ZC52MS5MaXN0V2ViaG9va3NSZXNwb25zZSIwirUYGQoDR0VUEhAvYXBpL3YxL3dlYmhvb2tzGAGStRgPCg13ZWJob29rczpyZWFkEpEBCg1DcmVhdGVXZWJob29rEh4uZnJhdWQudjEuQ3JlYXRlV2ViaG9va1JlcXVlc3QaHy5mcmF1ZC52MS5DcmVhdGVXZWJob29rUmVzcG9uc2UiP4q1GCcKBFBPU1QSGi9hcGkvdjEvd2ViaG9va3MvZW5kcG9pbnRzGAEoyQGStRgQCg53ZWJob29rczp3cml0ZRKRAQoKR2V0V2ViaG9vaxIbLmZyYXVkLnYxLkdldFdlYmhvb2tSZXF1ZXN0GhwuZnJhdWQudjEuR2V0V2ViaG9va1Jlc3BvbnNlIkiKtRgxCgNHRVQSHy9hcGkvdjEvd2ViaG9va3MvZW5kcG9pbnRzL3tpZH0YASIHd2ViaG9va5K1GA8KDXdlYmhvb2tzOnJlYWQSnQEKDVVwZGF0ZVdlYmhvb2sSHi5mcmF1ZC52MS5VcGRhdGVXZWJob29rUmVxdWVzdBofLmZyYXVkLnYxLlVwZGF0ZVdlYmhvb2tSZXNwb25zZSJLirUYMwoFUEFUQ0gSHy9hcGkvdjEvd2ViaG9va3MvZW5kcG9pbnRzL3tpZH0YASIHd2ViaG9va5K1GBAKDndlYmhvb2tzOndyaXRlErMBChNSb3RhdGVXZWJob29rU2VjcmV0EiQuZnJhdWQudjEuUm90YXRlV2ViaG9va1NlY3JldFJlcXVlc3QaJS5mcmF1ZC52MS5Sb3RhdGVXZWJob29rU2VjcmV0UmVzcG9uc2UiT4q1GDcKBFBPU1QSLS9hcGkvdjEvd2ViaG9va3MvZW5kcG9pbnRzL3tpZH0vcm90YXRlLXNlY3JldBgBkrUYEAoOd2ViaG9va3M6d3JpdGUSmAEKDURlbGV0ZVdlYmhvb2sSHi5mcmF1ZC52MS5EZWxldGVXZWJob29rUmVxdWVzdBofLmZyYXVkLnYxLkRlbGV0ZVdlYmhvb2tSZXNwb25zZSJGirUYLgoGREVMRVRFEh8vYXBpL3YxL3dlYmhvb2tzL2VuZHBvaW50cy97aWR9GAMozAGStRgQCg53ZWJob29rczp3cml0ZWIGcHJvdG8z", [file_fraud_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * VerifyWebhookRequest is a received webhook to check.
@@ -99,7 +99,7 @@ export type WebhookEndpoint = Message<"fraud.v1.WebhookEndpoint"> & {
   id: string;
 
   /**
-   * Where events are POSTed (http delivery).
+   * Where events are POSTed (http delivery); empty for websocket endpoints.
    *
    * @generated from field: string url = 2;
    */
@@ -146,6 +146,13 @@ export type WebhookEndpoint = Message<"fraud.v1.WebhookEndpoint"> & {
    * @generated from field: google.protobuf.Timestamp created_at = 8;
    */
   createdAt?: Timestamp | undefined;
+
+  /**
+   * When the endpoint last changed.
+   *
+   * @generated from field: google.protobuf.Timestamp updated_at = 9;
+   */
+  updatedAt?: Timestamp | undefined;
 };
 
 /**
@@ -198,8 +205,9 @@ export const ListWebhooksResponseSchema: GenMessage<ListWebhooksResponse> = /*@_
  */
 export type CreateWebhookRequest = Message<"fraud.v1.CreateWebhookRequest"> & {
   /**
-   * Absolute http(s) URL. Private, loopback and link-local addresses are
-   * refused unless the installation allows them.
+   * Absolute http(s) URL, required for http delivery and absent for
+   * websocket. Private, loopback and link-local addresses are refused unless
+   * the installation allows them.
    *
    * @generated from field: string url = 1;
    */
@@ -299,6 +307,178 @@ export const DeleteWebhookResponseSchema: GenMessage<DeleteWebhookResponse> = /*
   messageDesc(file_fraud_v1_webhook, 8);
 
 /**
+ * GetWebhookRequest names one endpoint.
+ *
+ * @generated from message fraud.v1.GetWebhookRequest
+ */
+export type GetWebhookRequest = Message<"fraud.v1.GetWebhookRequest"> & {
+  /**
+   * Endpoint identifier (whe_...).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message fraud.v1.GetWebhookRequest.
+ * Use `create(GetWebhookRequestSchema)` to create a new message.
+ */
+export const GetWebhookRequestSchema: GenMessage<GetWebhookRequest> = /*@__PURE__*/
+  messageDesc(file_fraud_v1_webhook, 9);
+
+/**
+ * GetWebhookResponse carries one endpoint.
+ *
+ * @generated from message fraud.v1.GetWebhookResponse
+ */
+export type GetWebhookResponse = Message<"fraud.v1.GetWebhookResponse"> & {
+  /**
+   * The endpoint.
+   *
+   * @generated from field: fraud.v1.WebhookEndpoint webhook = 1;
+   */
+  webhook?: WebhookEndpoint | undefined;
+};
+
+/**
+ * Describes the message fraud.v1.GetWebhookResponse.
+ * Use `create(GetWebhookResponseSchema)` to create a new message.
+ */
+export const GetWebhookResponseSchema: GenMessage<GetWebhookResponse> = /*@__PURE__*/
+  messageDesc(file_fraud_v1_webhook, 10);
+
+/**
+ * UpdateWebhookRequest changes one endpoint; fields left out stay as they are.
+ * The delivery method cannot change: create another endpoint instead.
+ *
+ * @generated from message fraud.v1.UpdateWebhookRequest
+ */
+export type UpdateWebhookRequest = Message<"fraud.v1.UpdateWebhookRequest"> & {
+  /**
+   * Endpoint identifier (whe_...).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * New URL (http endpoints only), checked like a new endpoint's.
+   *
+   * @generated from field: optional string url = 2;
+   */
+  url?: string | undefined;
+
+  /**
+   * New event types, replacing the old ones. To deliver every type, send
+   * all_events instead (an empty list cannot be told from no list).
+   *
+   * @generated from field: repeated string events = 3;
+   */
+  events: string[];
+
+  /**
+   * True subscribes the endpoint to every event type.
+   *
+   * @generated from field: bool all_events = 4;
+   */
+  allEvents: boolean;
+
+  /**
+   * enabled or disabled. Enabling an endpoint that a 410 disabled resumes
+   * delivery; replay its dead letters to deliver what it missed.
+   *
+   * @generated from field: optional string status = 5;
+   */
+  status?: string | undefined;
+
+  /**
+   * New description.
+   *
+   * @generated from field: optional string description = 6;
+   */
+  description?: string | undefined;
+};
+
+/**
+ * Describes the message fraud.v1.UpdateWebhookRequest.
+ * Use `create(UpdateWebhookRequestSchema)` to create a new message.
+ */
+export const UpdateWebhookRequestSchema: GenMessage<UpdateWebhookRequest> = /*@__PURE__*/
+  messageDesc(file_fraud_v1_webhook, 11);
+
+/**
+ * UpdateWebhookResponse carries the updated endpoint.
+ *
+ * @generated from message fraud.v1.UpdateWebhookResponse
+ */
+export type UpdateWebhookResponse = Message<"fraud.v1.UpdateWebhookResponse"> & {
+  /**
+   * The endpoint after the update.
+   *
+   * @generated from field: fraud.v1.WebhookEndpoint webhook = 1;
+   */
+  webhook?: WebhookEndpoint | undefined;
+};
+
+/**
+ * Describes the message fraud.v1.UpdateWebhookResponse.
+ * Use `create(UpdateWebhookResponseSchema)` to create a new message.
+ */
+export const UpdateWebhookResponseSchema: GenMessage<UpdateWebhookResponse> = /*@__PURE__*/
+  messageDesc(file_fraud_v1_webhook, 12);
+
+/**
+ * RotateWebhookSecretRequest names the endpoint whose secret is replaced.
+ *
+ * @generated from message fraud.v1.RotateWebhookSecretRequest
+ */
+export type RotateWebhookSecretRequest = Message<"fraud.v1.RotateWebhookSecretRequest"> & {
+  /**
+   * Endpoint identifier (whe_...).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message fraud.v1.RotateWebhookSecretRequest.
+ * Use `create(RotateWebhookSecretRequestSchema)` to create a new message.
+ */
+export const RotateWebhookSecretRequestSchema: GenMessage<RotateWebhookSecretRequest> = /*@__PURE__*/
+  messageDesc(file_fraud_v1_webhook, 13);
+
+/**
+ * RotateWebhookSecretResponse carries the endpoint and its new secret.
+ *
+ * @generated from message fraud.v1.RotateWebhookSecretResponse
+ */
+export type RotateWebhookSecretResponse = Message<"fraud.v1.RotateWebhookSecretResponse"> & {
+  /**
+   * The endpoint, with the new secret's last four characters.
+   *
+   * @generated from field: fraud.v1.WebhookEndpoint webhook = 1;
+   */
+  webhook?: WebhookEndpoint | undefined;
+
+  /**
+   * The new signing secret (whsec_...). Shown only here; every delivery
+   * attempt from now on, retries included, is signed with it.
+   *
+   * @generated from field: string secret = 2;
+   */
+  secret: string;
+};
+
+/**
+ * Describes the message fraud.v1.RotateWebhookSecretResponse.
+ * Use `create(RotateWebhookSecretResponseSchema)` to create a new message.
+ */
+export const RotateWebhookSecretResponseSchema: GenMessage<RotateWebhookSecretResponse> = /*@__PURE__*/
+  messageDesc(file_fraud_v1_webhook, 14);
+
+/**
  * WebhookService verifies webhook signatures and manages the endpoints that
  * receive the service's events.
  *
@@ -337,6 +517,41 @@ export const WebhookService: GenService<{
     methodKind: "unary";
     input: typeof CreateWebhookRequestSchema;
     output: typeof CreateWebhookResponseSchema;
+  },
+  /**
+   * GetWebhook returns one endpoint.
+   * REST: GET /api/v1/webhooks/endpoints/{id} (enveloped).
+   *
+   * @generated from rpc fraud.v1.WebhookService.GetWebhook
+   */
+  getWebhook: {
+    methodKind: "unary";
+    input: typeof GetWebhookRequestSchema;
+    output: typeof GetWebhookResponseSchema;
+  },
+  /**
+   * UpdateWebhook changes an endpoint's URL, event types, status or
+   * description; fields left out stay as they are.
+   * REST: PATCH /api/v1/webhooks/endpoints/{id} (enveloped).
+   *
+   * @generated from rpc fraud.v1.WebhookService.UpdateWebhook
+   */
+  updateWebhook: {
+    methodKind: "unary";
+    input: typeof UpdateWebhookRequestSchema;
+    output: typeof UpdateWebhookResponseSchema;
+  },
+  /**
+   * RotateWebhookSecret replaces an endpoint's signing secret at once and
+   * returns the new one, once.
+   * REST: POST /api/v1/webhooks/endpoints/{id}/rotate-secret (enveloped).
+   *
+   * @generated from rpc fraud.v1.WebhookService.RotateWebhookSecret
+   */
+  rotateWebhookSecret: {
+    methodKind: "unary";
+    input: typeof RotateWebhookSecretRequestSchema;
+    output: typeof RotateWebhookSecretResponseSchema;
   },
   /**
    * DeleteWebhook removes an endpoint.

@@ -1,0 +1,45 @@
+import type { DecisionRecorder } from "../decisions/recorder.js";
+import type { Outbox, TaskOutcome } from "../outbox/outbox.js";
+import type { SqliteAuditStore } from "../store/audit.js";
+import type { AuditFields } from "./entry.js";
+import type { AuditTrail } from "./log.js";
+
+/** Outbox task that appends a decision's audit entry after the response. */
+export const AUDIT_DECISION_TASK = "audit.decision";
+
+/**
+ * Part 4.1's first side effect: a signed entry for every decision. The entry
+ * is queued in the decide's own transaction and appended by the outbox runner,
+ * so the decide path never waits on the installation-wide chain (one writer at
+ * a time) and a crash cannot lose it. A replayed task finds its decision's
+ * entry already there (one decision.made per decision, enforced by a unique
+ * index) and stops.
+ */
+export function registerDecisionAudit(recorder: DecisionRecorder, outbox: Outbox, audit: AuditTrail, store: SqliteAuditStore): void {
+  recorder.addHook(({ tenant, decision }) => {
+    const fields: AuditFields = {
+      ...tenant,
+      // The decide path records no key id with the decision: the entry names the service that decided.
+      actor: "system",
+      action: "decision.made",
+      subject: decision.id,
+      data: {
+        requestId: decision.requestId,
+        evidenceId: decision.evidenceId,
+        userId: decision.userId,
+        action: decision.action,
+        decision: decision.decision,
+        score: decision.score,
+        confidence: decision.confidence,
+        reasons: decision.details.reasons,
+      },
+    };
+    outbox.enqueue(AUDIT_DECISION_TASK, tenant, fields);
+  });
+  outbox.register(AUDIT_DECISION_TASK, async (task): Promise<TaskOutcome> => {
+    const fields = task.payload as AuditFields;
+    if (fields.subject === undefined) return { kind: "dead", error: "decision audit task without a decision id" };
+    if (!store.hasDecisionEntry(fields.subject)) audit.record(fields);
+    return { kind: "done" };
+  });
+}

@@ -1,0 +1,74 @@
+import { fromAuditRow, toAuditRow } from "../audit/entry.js";
+import type { AuditRecord, AuditRow } from "../audit/entry.js";
+import type { AuditStore } from "../audit/log.js";
+import type { Db } from "./database.js";
+import type { Tenant } from "./tenant.js";
+
+export interface AuditPage {
+  /** Only entries with this action; undefined for all. */
+  action: string | undefined;
+  limit: number;
+  offset: number;
+}
+
+/** The audit log in the `audit_log` table (migration 4, docs/audit-log.md). */
+export class SqliteAuditStore implements AuditStore {
+  private readonly lastStmt;
+  private readonly insertStmt;
+  private readonly allStmt;
+  private readonly pageStmt;
+  private readonly decisionStmt;
+  private readonly appendTx;
+  private readonly atomicTx;
+
+  constructor(db: Db) {
+    this.lastStmt = db.prepare<[], AuditRow>("SELECT * FROM audit_log ORDER BY seq DESC LIMIT 1");
+    this.insertStmt = db.prepare<[AuditRow]>(
+      `INSERT INTO audit_log (seq, id, at, account_id, environment, actor, action, subject, body, prev_hash, hash, signature)
+       VALUES (@seq, @id, @at, @account_id, @environment, @actor, @action, @subject, @body, @prev_hash, @hash, @signature)`,
+    );
+    this.allStmt = db.prepare<[], AuditRow>("SELECT * FROM audit_log ORDER BY seq");
+    // An account sees its entries in the environment asked for and its account-wide ones (environment NULL).
+    this.pageStmt = db.prepare<[{ accountId: string; environment: string; action: string | null; limit: number; offset: number }], AuditRow>(
+      `SELECT * FROM audit_log WHERE account_id = @accountId AND (environment = @environment OR environment IS NULL)
+         AND (@action IS NULL OR action = @action)
+       ORDER BY seq LIMIT @limit OFFSET @offset`,
+    );
+    this.decisionStmt = db.prepare<[string], { found: number }>(
+      "SELECT 1 AS found FROM audit_log WHERE action = 'decision.made' AND subject = ?",
+    );
+    this.appendTx = db.transaction((build: (last: AuditRecord | undefined) => AuditRecord): AuditRecord => {
+      const last = this.lastStmt.get();
+      const record = build(last === undefined ? undefined : fromAuditRow(last));
+      this.insertStmt.run(toAuditRow(record));
+      return record;
+    });
+    this.atomicTx = db.transaction((work: () => unknown) => work());
+  }
+
+  append(build: (last: AuditRecord | undefined) => AuditRecord): AuditRecord {
+    // IMMEDIATE: the write lock is taken before the last entry is read, so no
+    // other process can chain to the same predecessor. Inside an outer
+    // transaction this is a savepoint of it.
+    return this.appendTx.immediate(build);
+  }
+
+  *entries(): Iterable<AuditRecord> {
+    for (const row of this.allStmt.iterate()) yield fromAuditRow(row);
+  }
+
+  atomically<T>(work: () => T): T {
+    return this.atomicTx.immediate(work) as T;
+  }
+
+  page(tenant: Tenant, page: AuditPage): AuditRecord[] {
+    return this.pageStmt
+      .all({ ...tenant, action: page.action ?? null, limit: page.limit, offset: page.offset })
+      .map(fromAuditRow);
+  }
+
+  /** Whether the decision already has its decision.made entry (a replayed audit task). */
+  hasDecisionEntry(decisionId: string): boolean {
+    return this.decisionStmt.get(decisionId) !== undefined;
+  }
+}

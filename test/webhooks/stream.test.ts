@@ -1,0 +1,116 @@
+// WebSocket delivery with a real `ws` client, on the same port as everything else.
+import http from "node:http";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import type { StreamMessage } from "../../src/webhooks/stream.js";
+import type { WebhookEvent } from "../../src/webhooks/events.js";
+import { ManualClock } from "../helpers/clock.js";
+import { UK_IP, HUMAN_DESKTOP } from "../helpers/inputs.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+
+const clock = new ManualClock();
+let server: TestServer;
+let keys: ReturnType<TestServer["createAccount"]>["keys"];
+
+beforeAll(async () => {
+  server = await startTestServer({ clock });
+  keys = server.createAccount().keys;
+});
+afterAll(() => server.close());
+
+async function createStreamEndpoint(key: string, events: string[] = []): Promise<{ id: string; secret: string }> {
+  const res = await fetch(`${server.url}/api/v1/webhooks/endpoints`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": key },
+    body: JSON.stringify({ deliveryMethod: "websocket", events }),
+  });
+  expect(res.status).toBe(201);
+  const { data } = (await res.json()) as { data: { webhook: { id: string; url: string }; secret: string } };
+  expect(data.webhook.url).toBe("");
+  return { id: data.webhook.id, secret: data.secret };
+}
+
+/** Opens the stream; resolves once connected, or with the HTTP status of a refusal. */
+function connect(query: string, headers: Record<string, string>): Promise<{ socket: WebSocket; messages: StreamMessage[] } | { refused: number }> {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(`ws://127.0.0.1:${server.port}/api/v1/events/stream${query}`, { headers });
+    const messages: StreamMessage[] = [];
+    socket.on("message", (data) => messages.push(JSON.parse(String(data)) as StreamMessage));
+    socket.once("open", () => resolve({ socket, messages }));
+    socket.once("unexpected-response", (_req, res) => resolve({ refused: res.statusCode ?? 0 }));
+    socket.once("error", reject);
+  });
+}
+
+async function decide(): Promise<void> {
+  const res = await fetch(`${server.url}/api/v1/decide`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": keys.test.secret },
+    body: JSON.stringify({ userId: "streamed", action: "login", ip: UK_IP, ...HUMAN_DESKTOP }),
+  });
+  expect(res.status).toBe(200);
+}
+
+describe("WebSocket delivery", () => {
+  it("streams the endpoint's events live, each signed with its own secret, verifiable by the verify operation", async () => {
+    const endpoint = await createStreamEndpoint(keys.test.secret, ["decision.allow"]);
+    const other = await createStreamEndpoint(keys.test.secret, ["case.created"]);
+    const opened = await connect(`?endpoint=${endpoint.id}`, { authorization: `Bearer ${keys.test.secret}` });
+    const idle = await connect(`?endpoint=${other.id}`, { "x-api-key": keys.test.secret });
+    if (!("socket" in opened) || !("socket" in idle)) throw new Error("refused");
+    await decide();
+    await server.app.outbox.drain();
+    await expect.poll(() => opened.messages.length).toBe(1);
+    const [message] = opened.messages;
+    const event = JSON.parse(message?.payload ?? "{}") as WebhookEvent;
+    expect(message).toMatchObject({ id: event.id, type: "decision.allow", timestamp: String(Math.floor(clock.now() / 1000)) });
+    expect(event).toMatchObject({ type: "decision.allow", environment: "test", data: { userId: "streamed", decision: "allow" } });
+    const verify = async (secret: string) => {
+      const res = await fetch(`${server.url}/api/v1/webhooks`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": keys.test.secret },
+        body: JSON.stringify({ payload: message?.payload, signature: message?.signature, timestamp: message?.timestamp, secret }),
+      });
+      return ((await res.json()) as { data: { valid: boolean } }).data.valid;
+    };
+    expect(await verify(endpoint.secret)).toBe(true);
+    expect(await verify(other.secret)).toBe(false);
+    // The other endpoint subscribes to case.created only.
+    expect(idle.messages).toEqual([]);
+    opened.socket.close();
+    idle.socket.close();
+  });
+
+  it("refuses connections without a valid secret key with webhooks:read, or without one of the account's websocket endpoints", async () => {
+    const endpoint = await createStreamEndpoint(keys.test.secret);
+    const query = `?endpoint=${endpoint.id}`;
+    const restricted = server.app.keys.issue({ accountId: server.app.keys.find(keys.test.secret)?.accountId ?? "", environment: "test", kind: "secret", permissions: ["cases:read"] }).key;
+    const refusals: Array<[string, Record<string, string>, number]> = [
+      [query, {}, 401],
+      // Keys in the query string are not read: they would end up in access logs.
+      [`${query}&key=${keys.test.secret}`, {}, 401],
+      [query, { "x-api-key": "sk_test_nope" }, 401],
+      [query, { "x-api-key": keys.test.publishable }, 403],
+      [query, { "x-api-key": restricted }, 403],
+      [query, { "x-api-key": keys.live.secret }, 404],
+      ["", { "x-api-key": keys.test.secret }, 404],
+    ];
+    for (const [q, headers, status] of refusals) {
+      expect(await connect(q, headers), `${q} ${JSON.stringify(headers)}`).toEqual({ refused: status });
+    }
+  });
+
+  it("still serves plain HTTP/1.1 to requests that ask for another upgrade (curl --http2 asks for h2c)", async () => {
+    const status = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = http.request(`${server.url}/api/v1/status?public=true`, { headers: { connection: "Upgrade, HTTP2-Settings", upgrade: "h2c", "http2-settings": "AAMAAABkAARAAAAAAAIAAAAA" } }, (res) => {
+        let body = "";
+        res.on("data", (chunk: Buffer) => (body += chunk.toString()));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      req.on("error", reject);
+      req.end();
+    });
+    expect(status.status).toBe(200);
+    expect(JSON.parse(status.body)).toMatchObject({ success: true, data: { status: "operational" } });
+  });
+});
