@@ -1,0 +1,16 @@
+import type { ContextValues } from "@connectrpc/connect";
+import type { AuditActor } from "../audit/entry.js";
+import { callContext } from "../api/context.js";
+import { apiError } from "../api/errors.js";
+import type { Tenant } from "../store/tenant.js";
+
+/** The calling key's tenant, and the key as the actor of what the call changes. */
+export function callerScope(values: ContextValues): { tenant: Tenant; actor: AuditActor } {
+  const principal = callContext(values).principal;
+  if (!principal) throw apiError("UNAUTHORIZED", "an API key is required");
+  return {
+    tenant: { accountId: principal.accountId, environment: principal.environment },
+    // Key ids are minted as key_... (newId("key")).
+    actor: principal.keyId as `key_${string}`,
+  };
+}
