@@ -11,6 +11,7 @@ import {
   type HttpRule,
   type RateLimitRule,
 } from "../../gen/fraud/v1/options_pb.js";
+import { ListService } from "../../gen/fraud/v1/list_pb.js";
 import { PolicyService } from "../../gen/fraud/v1/policy_pb.js";
 import { StatusService } from "../../gen/fraud/v1/status_pb.js";
 import { WebhookService } from "../../gen/fraud/v1/webhook_pb.js";
@@ -23,6 +24,7 @@ export const API_SERVICES: readonly DescService[] = [
   FeedbackService,
   CaseService,
   PolicyService,
+  ListService,
   WebhookService,
   DeadLetterService,
   AuditService,

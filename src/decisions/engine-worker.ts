@@ -12,6 +12,7 @@ import {
 } from "../engine/index.js";
 import { openDatabase } from "../store/database.js";
 import { HistoryRepository } from "../store/history.js";
+import { runBacktest, type BacktestOutcome, type BacktestTask } from "./backtest.js";
 import type { EngineOutcome, EngineTask } from "./engine-types.js";
 
 export interface EngineWorkerData {
@@ -23,7 +24,8 @@ export interface EngineWorkerData {
 
 const config = workerData as EngineWorkerData;
 const reference = ReferenceData.fromShared(config.reference);
-const history = new HistoryRepository(openDatabase(config.dataDir, { readonly: true }));
+const db = openDatabase(config.dataDir, { readonly: true });
+const history = new HistoryRepository(db);
 const sleeper = new Int32Array(new SharedArrayBuffer(4));
 
 /** The Tor and datacenter lists can change while the service runs; look at most once a second. */
@@ -53,4 +55,9 @@ export function evaluate(task: EngineTask): EngineOutcome {
     fastPathMs: fastDone - started,
     comprehensivePathMs: task.mode === "full" ? done - fastDone : 0,
   };
+}
+
+/** Replays a policy over stored decisions (policy backtests); see backtest.ts. */
+export function backtest(task: BacktestTask): BacktestOutcome {
+  return runBacktest(db, task);
 }

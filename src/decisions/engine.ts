@@ -1,5 +1,6 @@
 import { Piscina } from "piscina";
 import { DEFAULT_WEIGHTS, ReferenceData, type ReferenceDataOptions } from "../engine/index.js";
+import type { BacktestOutcome, BacktestTask } from "./backtest.js";
 import type { EngineOutcome, EngineTask } from "./engine-types.js";
 import type { EngineWorkerData } from "./engine-worker.js";
 
@@ -29,6 +30,8 @@ export interface DualPathOutcome {
  */
 export class DecisionEngine {
   private readonly pool: Piscina<EngineTask, EngineOutcome>;
+  /** Backtests replay thousands of decisions: a thread of their own, so decides never queue behind one. */
+  private readonly backtests: Piscina<BacktestTask, BacktestOutcome>;
 
   private constructor(
     private readonly options: DecisionEngineOptions,
@@ -48,6 +51,18 @@ export class DecisionEngine {
       maxQueue: 4096,
       workerData,
     });
+    this.backtests = new Piscina({
+      filename: new URL("./engine-worker-entry.mjs", import.meta.url).href,
+      minThreads: 0,
+      maxThreads: 1,
+      idleTimeout: 60_000,
+      maxQueue: 16,
+      workerData,
+    });
+  }
+
+  backtest(task: BacktestTask): Promise<BacktestOutcome> {
+    return this.backtests.run(task, { name: "backtest" });
   }
 
   static load(options: DecisionEngineOptions): DecisionEngine {
@@ -94,7 +109,7 @@ export class DecisionEngine {
     return this.pool.queueSize;
   }
 
-  close(): Promise<void> {
-    return this.pool.close();
+  async close(): Promise<void> {
+    await Promise.all([this.pool.close(), this.backtests.close()]);
   }
 }

@@ -3,13 +3,25 @@ import type { DecisionRepository, StoredDecision } from "../store/decisions.js";
 import type { HistoryRepository, HistoryUpdate } from "../store/history.js";
 import type { IdempotencyRepository, IdempotentResponse } from "../store/idempotency.js";
 import type { Tenant } from "../store/tenant.js";
+import type { PolicyTriggeredEventData, ShadowPolicyResult } from "../webhooks/events.js";
 import type { DecisionDetails } from "./record.js";
+
+/** What the account's policies asked for beyond the decision itself. */
+export interface PolicyEffects {
+  /** A deciding rule's action was review: open a case whatever the score. */
+  review: boolean;
+  /** Rules that matched (active and shadow), for policy.triggered events. */
+  triggered: Array<Omit<PolicyTriggeredEventData, "decisionId" | "requestId" | "userId" | "action" | "score">>;
+  /** Shadow policies' results, for the decision event. */
+  shadowResults: ShadowPolicyResult[];
+}
 
 export interface DecisionWrite {
   tenant: Tenant;
   decision: StoredDecision<DecisionDetails>;
   evidence: Record<string, unknown>;
   history: HistoryUpdate;
+  policy: PolicyEffects;
   idempotency?: { key: string; entry: IdempotentResponse };
   now: number;
 }

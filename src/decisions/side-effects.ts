@@ -10,7 +10,7 @@ import type { DecisionRecorder } from "./recorder.js";
  * elevated risk. They run after the response and survive a crash.
  */
 export function registerDecisionSideEffects(recorder: DecisionRecorder, events: EventPublisher, outbox: Outbox): void {
-  recorder.addHook(({ tenant, decision }) => {
+  recorder.addHook(({ tenant, decision, policy }) => {
     const verdict = decision.decision as Decision;
     events.publish(tenant, decisionEventType(verdict), {
       decisionId: decision.id,
@@ -22,9 +22,19 @@ export function registerDecisionSideEffects(recorder: DecisionRecorder, events: 
       score: decision.score,
       confidence: decision.confidence,
       reasons: decision.details.reasons,
-      shadowResults: [],
+      shadowResults: policy.shadowResults,
     });
-    if (CaseService.opensCase(decision.score)) {
+    for (const triggered of policy.triggered) {
+      events.publish(tenant, "policy.triggered", {
+        ...triggered,
+        decisionId: decision.id,
+        requestId: decision.requestId,
+        userId: decision.userId,
+        action: decision.action,
+        score: decision.score,
+      });
+    }
+    if (CaseService.opensCase(decision.score) || policy.review) {
       const payload: OpenCasePayload = {
         decisionId: decision.id,
         userId: decision.userId,

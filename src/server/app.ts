@@ -36,7 +36,13 @@ import { registerHealth } from "../services/health.js";
 import { pendingService } from "../services/pending.js";
 import { registerReflection } from "../services/reflection.js";
 import { createStatusService } from "../services/status.js";
-import { createDecisionService, defaultThresholds } from "../services/decisions.js";
+import { createDecisionService } from "../services/decisions.js";
+import { createListService } from "../services/lists.js";
+import { createPolicyService } from "../services/policies.js";
+import { PolicySets } from "../decisions/policy-set.js";
+import { ListRepository } from "../store/lists.js";
+import { PolicyRepository } from "../store/policies.js";
+import { ListService } from "../../gen/fraud/v1/list_pb.js";
 import { createCaseService } from "../services/cases.js";
 import { CaseService } from "../cases/case-service.js";
 import { registerDecisionSideEffects } from "../decisions/side-effects.js";
@@ -111,6 +117,9 @@ export function buildApp(options: AppOptions): App {
   const analyzeState = new AnalyzeStateRepository(db);
   const recorder = new DecisionRecorder(db, decisions, new HistoryRepository(db), idempotency);
   const checkpointer = new Checkpointer(db, config.dataDir, logger);
+  const policyRepository = new PolicyRepository(db);
+  const listRepository = new ListRepository(db);
+  const policySets = new PolicySets(policyRepository, listRepository);
   const outbox = new Outbox(db, clock, logger);
   health.addBacklog(() => outbox.pending());
   const events = new EventPublisher(outbox, clock);
@@ -153,12 +162,14 @@ export function buildApp(options: AppOptions): App {
       weights: new WeightsRepository(db),
       accounts,
       analyzeState,
-      policies: defaultThresholds,
+      policies: policySets,
+      metrics,
     }),
   );
   router.service(FeedbackService, pendingService(FeedbackService, "feedback learning has not landed (issue 6)"));
   router.service(CaseRpc, createCaseService({ cases, lifecycle: caseLifecycle }));
-  router.service(PolicyService, pendingService(PolicyService, "policies have not landed (issue 4)"));
+  router.service(PolicyService, createPolicyService({ db, clock, policies: policyRepository, sets: policySets, engine, audit }));
+  router.service(ListService, createListService({ db, clock, lists: listRepository, sets: policySets, audit }));
   router.service(WebhookService, createWebhookService({ endpoints: webhookEndpoints, clock }));
   router.service(DeadLetterService, createDeadLetterService({ outbox }));
   router.service(AuditService, createAuditService({ store: auditStore }));
@@ -183,6 +194,7 @@ export function buildApp(options: AppOptions): App {
   const maintenance = setInterval(() => {
     const now = clock.now();
     analyzeState.prune(now);
+    listRepository.prune(now);
     idempotency.prune(now);
   }, MAINTENANCE_INTERVAL_MS).unref();
 

@@ -17,13 +17,15 @@ import { canonicalJson, sha256Hex } from "../canonical-json.js";
 import type { Clock } from "../clock.js";
 import type { DecisionEngine } from "../decisions/engine.js";
 import type { DecisionDetails, PolicyResultRecord } from "../decisions/record.js";
-import type { DecisionRecorder } from "../decisions/recorder.js";
+import type { DecisionRecorder, PolicyEffects } from "../decisions/recorder.js";
+import type { PolicySets, TenantPolicies } from "../decisions/policy-set.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { PolicyEvaluation, PolicyResult } from "../policies/index.js";
 import {
   decideFromScore,
   deviceFingerprint,
   hasElevatedRisk,
   riskLevelFromScore,
-  type Decision,
   type EngineInput,
   type Signals,
 } from "../engine/index.js";
@@ -37,16 +39,62 @@ import type { IdempotencyRepository } from "../store/idempotency.js";
 import type { Tenant } from "../store/tenant.js";
 import type { WeightsRepository } from "../store/weights.js";
 
-/** What the account's policies made of a score (the policy capability plugs in here). */
-export interface PolicyVerdict {
-  decision: Decision;
-  results: PolicyResultRecord[];
+/** A policy result as stored with the decision. */
+function resultRecord(result: PolicyResult): PolicyResultRecord {
+  return {
+    policyId: result.policyId,
+    policyVersion: result.version,
+    mode: result.mode,
+    matchedRule: result.matchedRule,
+    action: result.action ?? "",
+    error: result.errors.map((error) => `rule ${error.ruleIndex}: ${error.message}`).join("; "),
+  };
 }
 
-export type PolicyEvaluator = (tenant: Tenant, context: { score: number; signals: Signals; request: DecideRequest }) => PolicyVerdict;
+/** The side effects a policy evaluation asks for, carried into the decide's transaction. */
+function policyEffects(policies: TenantPolicies, evaluation: PolicyEvaluation, score: number): PolicyEffects {
+  const describe = (result: PolicyResult) => {
+    const entry = policies.byId.get(result.policyId);
+    const rule = entry?.compiled.rules[result.matchedRule];
+    return { name: entry?.name ?? result.policyId, rule };
+  };
+  const triggered: PolicyEffects["triggered"] = [];
+  for (const result of [...evaluation.results, ...evaluation.shadowResults]) {
+    const { name, rule } = describe(result);
+    // The built-in thresholds fire on every challenge and deny; decision.* events already say that.
+    if (!rule || policies.byId.get(result.policyId)?.compiled.builtIn) continue;
+    triggered.push({
+      policyId: result.policyId,
+      policyName: name,
+      policyStatus: result.mode,
+      ruleIndex: rule.index,
+      rule: { condition: rule.condition, action: rule.action, description: rule.description },
+      applied: result.mode === "active" && evaluation.decidedBy?.policyId === result.policyId,
+    });
+  }
+  return {
+    review: evaluation.review,
+    triggered,
+    shadowResults: evaluation.shadowResults.map((result) => {
+      const { name, rule } = describe(result);
+      return {
+        policyId: result.policyId,
+        policyName: name,
+        decision: rule ? (rule.action === "review" ? "challenge" : rule.action) : decideFromScore(score),
+        matchedRules: rule ? [rule.index] : [],
+      };
+    }),
+  };
+}
 
-/** Until policies land: the 'Default Thresholds' policy of the specification. */
-export const defaultThresholds: PolicyEvaluator = (_tenant, { score }) => ({ decision: decideFromScore(score), results: [] });
+/** Whether one of the request's entities is on one of the account's deny lists. */
+function onDenyList(policies: TenantPolicies, entities: DecisionEntities): boolean {
+  const valueOf: Record<string, string> = { user: entities.userId, email: entities.email, ip: entities.ip, device: entities.deviceId };
+  return policies.denyLists.some((list) => {
+    const value = valueOf[list.kind];
+    return value !== undefined && value !== "" && policies.lists.contains(list.name, value);
+  });
+}
 
 /** How long analyze keeps its per-visitor state. */
 const ANALYZE_STATE_TTL_MS = 24 * 60 * 60 * 1000;
@@ -62,7 +110,8 @@ export interface DecisionServiceDeps {
   weights: WeightsRepository;
   accounts: AccountRepository;
   analyzeState: AnalyzeStateRepository;
-  policies: PolicyEvaluator;
+  policies: PolicySets;
+  metrics: Metrics;
 }
 
 function tenantOf(ctx: HandlerContext): { tenant: Tenant; principal: Principal; clientIp: string; requestId: string } {
@@ -131,11 +180,29 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       }
 
       const input = engineInput(request, ip);
+      const entities = entitiesOf(input);
       const weights = deps.weights.current(tenant);
-      const task = { tenant, input, entities: entitiesOf(input), nowMs: now, weights, denylisted: false };
+      const policies = deps.policies.forTenant(tenant, now);
+      const denylisted = onDenyList(policies, entities);
+      const task = { tenant, input, entities, nowMs: now, weights, denylisted };
       const { outcome, comprehensiveInTime, late } = await deps.engine.decide(task);
       const { result, signals } = outcome;
-      const verdict = deps.policies(tenant, { score: result.score, signals, request: resolved });
+      const evaluation = deps.policies.evaluate(policies, {
+        score: result.score,
+        action: request.action,
+        userId: request.userId,
+        amount: request.amount,
+        currency: request.currency,
+        email: request.email,
+        ip,
+        deviceId: request.deviceId,
+        metadata: request.metadata,
+        signals,
+      });
+      const policyResults = [...evaluation.results, ...evaluation.shadowResults];
+      const ruleErrors = policyResults.reduce((sum, r) => sum + r.errors.length, 0);
+      if (ruleErrors > 0) deps.metrics.increment("fraud_policy_rule_errors_total", "Policy rules that failed at evaluation time.", "evaluation", ruleErrors);
+      const verdict = { decision: evaluation.decision, results: policyResults.map(resultRecord) };
 
       const decisionId = newId("dec");
       const evidenceId = newId("evi");
@@ -194,7 +261,8 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
         tenant,
         decision: stored,
         evidence,
-        history: { ...entitiesOf(input), country: signals.geo.country, amount: request.amount, currency: request.currency },
+        history: { ...entities, country: signals.geo.country, amount: request.amount, currency: request.currency },
+        policy: policyEffects(policies, evaluation, result.score),
         idempotency: idempotencyKey !== undefined ? { key: idempotencyKey, entry: { requestHash, response: toBinary(DecideResponseSchema, response) } } : undefined,
         now,
       });

@@ -228,4 +228,57 @@ export const migrations: readonly string[] = [
   CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
     BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
   `,
+  // 5: policies, their versions, and named lists.
+  `
+  CREATE TABLE policies (
+    id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    name TEXT NOT NULL,
+    description TEXT NOT NULL,
+    status TEXT NOT NULL,
+    rules TEXT NOT NULL,
+    actions TEXT NOT NULL,
+    priority INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+  ) STRICT;
+  CREATE INDEX policies_by_tenant ON policies(account_id, environment);
+
+  -- Every version a policy ever had: decisions record the versions that produced them.
+  CREATE TABLE policy_versions (
+    policy_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    account_id TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    snapshot TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (policy_id, version)
+  ) STRICT;
+
+  CREATE TABLE lists (
+    account_id TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    type TEXT NOT NULL,
+    description TEXT NOT NULL,
+    automatic INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (account_id, environment, name)
+  ) STRICT;
+
+  CREATE TABLE list_entries (
+    account_id TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    list_name TEXT NOT NULL,
+    value TEXT NOT NULL,
+    -- NULL: never expires.
+    expires_at INTEGER,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (account_id, environment, list_name, value)
+  ) STRICT, WITHOUT ROWID;
+  `,
 ];

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file fraud/v1/policy.proto.
  */
 export const file_fraud_v1_policy: GenFile = /*@__PURE__*/
-  fileDesc("ChVmcmF1ZC92MS9wb2xpY3kucHJvdG8SCGZyYXVkLnYxIowCCgZQb2xpY3kSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRIOCgZzdGF0dXMYBCABKAkSHQoFcnVsZXMYBSADKAsyDi5mcmF1ZC52MS5SdWxlEg8KB2FjdGlvbnMYBiADKAkSEAoIcHJpb3JpdHkYByABKAUSDwoHdmVyc2lvbhgIIAEoBRIQCghidWlsdF9pbhgJIAEoCBIuCgpjcmVhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJ6CgRSdWxlEhwKCWNvbmRpdGlvbhgBIAEoCUIJirUYBQgBEIAgEjYKBmFjdGlvbhgCIAEoCUImirUYIggBGgVhbGxvdxoJY2hhbGxlbmdlGgRkZW55GgZyZXZpZXcSHAoLZGVzY3JpcHRpb24YAyABKAlCB4q1GAMQ6AciFQoTTGlzdFBvbGljaWVzUmVxdWVzdCI6ChRMaXN0UG9saWNpZXNSZXNwb25zZRIiCghwb2xpY2llcxgBIAMoCzIQLmZyYXVkLnYxLlBvbGljeSK5AgoTQ3JlYXRlUG9saWN5UmVxdWVzdBIXCgRuYW1lGAEgASgJQgmKtRgFCAEQyAESHAoLZGVzY3JpcHRpb24YAiABKAlCB4q1GAMQ0A8SLgoGc3RhdHVzGAMgASgJQh6KtRgaGgZhY3RpdmUaBnNoYWRvdxoIZGlzYWJsZWQSJwoFcnVsZXMYBCADKAsyDi5mcmF1ZC52MS5SdWxlQgiKtRgECAEQZBJoCgdhY3Rpb25zGAUgAygJQleKtRhTGgVsb2dpbhoGc2lnbnVwGgt0cmlhbF9zdGFydBoIY2hlY2tvdXQaCHB1cmNoYXNlGgh0cmFuc2ZlchoPcGFzc3dvcmRfY2hhbmdlGgZjdXN0b20SKAoIcHJpb3JpdHkYBiABKAVCFoq1GBIhAAAAAICELsEpAAAAAICELkEiOAoUQ3JlYXRlUG9saWN5UmVzcG9uc2USIAoGcG9saWN5GAEgASgLMhAuZnJhdWQudjEuUG9saWN5Ii4KEEdldFBvbGljeVJlcXVlc3QSGgoCaWQYASABKAlCDoq1GAoIARBAMgRwb2xfIjUKEUdldFBvbGljeVJlc3BvbnNlEiAKBnBvbGljeRgBIAEoCzIQLmZyYXVkLnYxLlBvbGljeSLVAgoTVXBkYXRlUG9saWN5UmVxdWVzdBIaCgJpZBgBIAEoCUIOirUYCggBEEAyBHBvbF8SFwoEbmFtZRgCIAEoCUIJirUYBQgBEMgBEhwKC2Rlc2NyaXB0aW9uGAMgASgJQgeKtRgDENAPEi4KBnN0YXR1cxgEIAEoCUIeirUYGhoGYWN0aXZlGgZzaGFkb3caCGRpc2FibGVkEicKBXJ1bGVzGAUgAygLMg4uZnJhdWQudjEuUnVsZUIIirUYBAgBEGQSaAoHYWN0aW9ucxgGIAMoCUJXirUYUxoFbG9naW4aBnNpZ251cBoLdHJpYWxfc3RhcnQaCGNoZWNrb3V0GghwdXJjaGFzZRoIdHJhbnNmZXIaD3Bhc3N3b3JkX2NoYW5nZRoGY3VzdG9tEigKCHByaW9yaXR5GAcgASgFQhaKtRgSIQAAAACAhC7BKQAAAACAhC5BIjgKFFVwZGF0ZVBvbGljeVJlc3BvbnNlEiAKBnBvbGljeRgBIAEoCzIQLmZyYXVkLnYxLlBvbGljeSIxChNEZWxldGVQb2xpY3lSZXF1ZXN0EhoKAmlkGAEgASgJQg6KtRgKCAEQQDIEcG9sXyIWChREZWxldGVQb2xpY3lSZXNwb25zZTLDBQoNUG9saWN5U2VydmljZRJ/CgxMaXN0UG9saWNpZXMSHS5mcmF1ZC52MS5MaXN0UG9saWNpZXNSZXF1ZXN0Gh4uZnJhdWQudjEuTGlzdFBvbGljaWVzUmVzcG9uc2UiMIq1GBkKA0dFVBIQL2FwaS92MS9wb2xpY2llcxgCkrUYDwoNcG9saWNpZXM6cmVhZBKMAQoMQ3JlYXRlUG9saWN5Eh0uZnJhdWQudjEuQ3JlYXRlUG9saWN5UmVxdWVzdBoeLmZyYXVkLnYxLkNyZWF0ZVBvbGljeVJlc3BvbnNlIj2KtRglCgRQT1NUEhAvYXBpL3YxL3BvbGljaWVzGAIiBnBvbGljeSjJAZK1GBAKDnBvbGljaWVzOndyaXRlEoMBCglHZXRQb2xpY3kSGi5mcmF1ZC52MS5HZXRQb2xpY3lSZXF1ZXN0GhsuZnJhdWQudjEuR2V0UG9saWN5UmVzcG9uc2UiPYq1GCYKA0dFVBIVL2FwaS92MS9wb2xpY2llcy97aWR9GAIiBnBvbGljeZK1GA8KDXBvbGljaWVzOnJlYWQSjQEKDFVwZGF0ZVBvbGljeRIdLmZyYXVkLnYxLlVwZGF0ZVBvbGljeVJlcXVlc3QaHi5mcmF1ZC52MS5VcGRhdGVQb2xpY3lSZXNwb25zZSI+irUYJgoDUFVUEhUvYXBpL3YxL3BvbGljaWVzL3tpZH0YAiIGcG9saWN5krUYEAoOcG9saWNpZXM6d3JpdGUSiwEKDERlbGV0ZVBvbGljeRIdLmZyYXVkLnYxLkRlbGV0ZVBvbGljeVJlcXVlc3QaHi5mcmF1ZC52MS5EZWxldGVQb2xpY3lSZXNwb25zZSI8irUYJAoGREVMRVRFEhUvYXBpL3YxL3BvbGljaWVzL3tpZH0YAyjMAZK1GBAKDnBvbGljaWVzOndyaXRlYgZwcm90bzM", [file_fraud_v1_options, file_google_protobuf_timestamp]);
+  fileDesc("ChVmcmF1ZC92MS9wb2xpY3kucHJvdG8SCGZyYXVkLnYxIowCCgZQb2xpY3kSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRIOCgZzdGF0dXMYBCABKAkSHQoFcnVsZXMYBSADKAsyDi5mcmF1ZC52MS5SdWxlEg8KB2FjdGlvbnMYBiADKAkSEAoIcHJpb3JpdHkYByABKAUSDwoHdmVyc2lvbhgIIAEoBRIQCghidWlsdF9pbhgJIAEoCBIuCgpjcmVhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJ6CgRSdWxlEhwKCWNvbmRpdGlvbhgBIAEoCUIJirUYBQgBEIAgEjYKBmFjdGlvbhgCIAEoCUImirUYIggBGgVhbGxvdxoJY2hhbGxlbmdlGgRkZW55GgZyZXZpZXcSHAoLZGVzY3JpcHRpb24YAyABKAlCB4q1GAMQ6AciFQoTTGlzdFBvbGljaWVzUmVxdWVzdCI6ChRMaXN0UG9saWNpZXNSZXNwb25zZRIiCghwb2xpY2llcxgBIAMoCzIQLmZyYXVkLnYxLlBvbGljeSK5AgoTQ3JlYXRlUG9saWN5UmVxdWVzdBIXCgRuYW1lGAEgASgJQgmKtRgFCAEQyAESHAoLZGVzY3JpcHRpb24YAiABKAlCB4q1GAMQ0A8SLgoGc3RhdHVzGAMgASgJQh6KtRgaGgZhY3RpdmUaBnNoYWRvdxoIZGlzYWJsZWQSJwoFcnVsZXMYBCADKAsyDi5mcmF1ZC52MS5SdWxlQgiKtRgECAEQZBJoCgdhY3Rpb25zGAUgAygJQleKtRhTGgVsb2dpbhoGc2lnbnVwGgt0cmlhbF9zdGFydBoIY2hlY2tvdXQaCHB1cmNoYXNlGgh0cmFuc2ZlchoPcGFzc3dvcmRfY2hhbmdlGgZjdXN0b20SKAoIcHJpb3JpdHkYBiABKAVCFoq1GBIhAAAAAICELsEpAAAAAICELkEiOAoUQ3JlYXRlUG9saWN5UmVzcG9uc2USIAoGcG9saWN5GAEgASgLMhAuZnJhdWQudjEuUG9saWN5Ii4KEEdldFBvbGljeVJlcXVlc3QSGgoCaWQYASABKAlCDoq1GAoIARBAMgRwb2xfIjUKEUdldFBvbGljeVJlc3BvbnNlEiAKBnBvbGljeRgBIAEoCzIQLmZyYXVkLnYxLlBvbGljeSLVAgoTVXBkYXRlUG9saWN5UmVxdWVzdBIaCgJpZBgBIAEoCUIOirUYCggBEEAyBHBvbF8SFwoEbmFtZRgCIAEoCUIJirUYBQgBEMgBEhwKC2Rlc2NyaXB0aW9uGAMgASgJQgeKtRgDENAPEi4KBnN0YXR1cxgEIAEoCUIeirUYGhoGYWN0aXZlGgZzaGFkb3caCGRpc2FibGVkEicKBXJ1bGVzGAUgAygLMg4uZnJhdWQudjEuUnVsZUIIirUYBAgBEGQSaAoHYWN0aW9ucxgGIAMoCUJXirUYUxoFbG9naW4aBnNpZ251cBoLdHJpYWxfc3RhcnQaCGNoZWNrb3V0GghwdXJjaGFzZRoIdHJhbnNmZXIaD3Bhc3N3b3JkX2NoYW5nZRoGY3VzdG9tEigKCHByaW9yaXR5GAcgASgFQhaKtRgSIQAAAACAhC7BKQAAAACAhC5BIjgKFFVwZGF0ZVBvbGljeVJlc3BvbnNlEiAKBnBvbGljeRgBIAEoCzIQLmZyYXVkLnYxLlBvbGljeSIxChNEZWxldGVQb2xpY3lSZXF1ZXN0EhoKAmlkGAEgASgJQg6KtRgKCAEQQDIEcG9sXyIWChREZWxldGVQb2xpY3lSZXNwb25zZSLsAQoOQmFja3Rlc3RXaW5kb3cSKAoEZnJvbRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJgoCdG8YAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjIKDW1heF9kZWNpc2lvbnMYAyABKAVCFoq1GBIhAAAAAAAA8D8pAAAAAABq+EBIAIgBARIxCgxtYXhfZXhhbXBsZXMYBCABKAVCFoq1GBIhAAAAAAAAAAApAAAAAAAASUBIAYgBAUIQCg5fbWF4X2RlY2lzaW9uc0IPCg1fbWF4X2V4YW1wbGVzIl0KFUJhY2t0ZXN0UG9saWN5UmVxdWVzdBIaCgJpZBgBIAEoCUIOirUYCggBEEAyBHBvbF8SKAoGd2luZG93GAIgASgLMhguZnJhdWQudjEuQmFja3Rlc3RXaW5kb3ciQgoWQmFja3Rlc3RQb2xpY3lSZXNwb25zZRIoCgZyZXN1bHQYASABKAsyGC5mcmF1ZC52MS5CYWNrdGVzdFJlc3VsdCKaAgoaQmFja3Rlc3REcmFmdFBvbGljeVJlcXVlc3QSFQoEbmFtZRgBIAEoCUIHirUYAxDIARInCgVydWxlcxgCIAMoCzIOLmZyYXVkLnYxLlJ1bGVCCIq1GAQIARBkEmgKB2FjdGlvbnMYAyADKAlCV4q1GFMaBWxvZ2luGgZzaWdudXAaC3RyaWFsX3N0YXJ0GghjaGVja291dBoIcHVyY2hhc2UaCHRyYW5zZmVyGg9wYXNzd29yZF9jaGFuZ2UaBmN1c3RvbRIoCghwcmlvcml0eRgEIAEoBUIWirUYEiEAAAAAgIQuwSkAAAAAgIQuQRIoCgZ3aW5kb3cYBSABKAsyGC5mcmF1ZC52MS5CYWNrdGVzdFdpbmRvdyJHChtCYWNrdGVzdERyYWZ0UG9saWN5UmVzcG9uc2USKAoGcmVzdWx0GAEgASgLMhguZnJhdWQudjEuQmFja3Rlc3RSZXN1bHQiygEKDkJhY2t0ZXN0UmVzdWx0EhEKCWV2YWx1YXRlZBgBIAEoBRIPCgdjaGFuZ2VkGAIgASgFEg8KB21hdGNoZWQYAyABKAUSDgoGZXJyb3JzGAQgASgFEjEKC3RyYW5zaXRpb25zGAUgAygLMhwuZnJhdWQudjEuQmFja3Rlc3RUcmFuc2l0aW9uEisKCGV4YW1wbGVzGAYgAygLMhkuZnJhdWQudjEuQmFja3Rlc3RFeGFtcGxlEhMKC2R1cmF0aW9uX21zGAcgASgBIj0KEkJhY2t0ZXN0VHJhbnNpdGlvbhIMCgRmcm9tGAEgASgJEgoKAnRvGAIgASgJEg0KBWNvdW50GAMgASgFInYKD0JhY2t0ZXN0RXhhbXBsZRITCgtkZWNpc2lvbl9pZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJEg0KBXNjb3JlGAMgASgFEgwKBGZyb20YBCABKAkSCgoCdG8YBSABKAkSFAoMbWF0Y2hlZF9ydWxlGAYgASgFMosICg1Qb2xpY3lTZXJ2aWNlEn8KDExpc3RQb2xpY2llcxIdLmZyYXVkLnYxLkxpc3RQb2xpY2llc1JlcXVlc3QaHi5mcmF1ZC52MS5MaXN0UG9saWNpZXNSZXNwb25zZSIwirUYGQoDR0VUEhAvYXBpL3YxL3BvbGljaWVzGAKStRgPCg1wb2xpY2llczpyZWFkEowBCgxDcmVhdGVQb2xpY3kSHS5mcmF1ZC52MS5DcmVhdGVQb2xpY3lSZXF1ZXN0Gh4uZnJhdWQudjEuQ3JlYXRlUG9saWN5UmVzcG9uc2UiPYq1GCUKBFBPU1QSEC9hcGkvdjEvcG9saWNpZXMYAiIGcG9saWN5KMkBkrUYEAoOcG9saWNpZXM6d3JpdGUSgwEKCUdldFBvbGljeRIaLmZyYXVkLnYxLkdldFBvbGljeVJlcXVlc3QaGy5mcmF1ZC52MS5HZXRQb2xpY3lSZXNwb25zZSI9irUYJgoDR0VUEhUvYXBpL3YxL3BvbGljaWVzL3tpZH0YAiIGcG9saWN5krUYDwoNcG9saWNpZXM6cmVhZBKNAQoMVXBkYXRlUG9saWN5Eh0uZnJhdWQudjEuVXBkYXRlUG9saWN5UmVxdWVzdBoeLmZyYXVkLnYxLlVwZGF0ZVBvbGljeVJlc3BvbnNlIj6KtRgmCgNQVVQSFS9hcGkvdjEvcG9saWNpZXMve2lkfRgCIgZwb2xpY3mStRgQCg5wb2xpY2llczp3cml0ZRKcAQoOQmFja3Rlc3RQb2xpY3kSHy5mcmF1ZC52MS5CYWNrdGVzdFBvbGljeVJlcXVlc3QaIC5mcmF1ZC52MS5CYWNrdGVzdFBvbGljeVJlc3BvbnNlIkeKtRgwCgRQT1NUEh4vYXBpL3YxL3BvbGljaWVzL3tpZH0vYmFja3Rlc3QYASIGcmVzdWx0krUYDwoNcG9saWNpZXM6cmVhZBKmAQoTQmFja3Rlc3REcmFmdFBvbGljeRIkLmZyYXVkLnYxLkJhY2t0ZXN0RHJhZnRQb2xpY3lSZXF1ZXN0GiUuZnJhdWQudjEuQmFja3Rlc3REcmFmdFBvbGljeVJlc3BvbnNlIkKKtRgrCgRQT1NUEhkvYXBpL3YxL3BvbGljaWVzL2JhY2t0ZXN0GAEiBnJlc3VsdJK1GA8KDXBvbGljaWVzOnJlYWQSiwEKDERlbGV0ZVBvbGljeRIdLmZyYXVkLnYxLkRlbGV0ZVBvbGljeVJlcXVlc3QaHi5mcmF1ZC52MS5EZWxldGVQb2xpY3lSZXNwb25zZSI8irUYJAoGREVMRVRFEhUvYXBpL3YxL3BvbGljaWVzL3tpZH0YAyjMAZK1GBAKDnBvbGljaWVzOndyaXRlYgZwcm90bzM", [file_fraud_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * Policy is a named, prioritised set of rules (part 2.4).
@@ -421,6 +421,324 @@ export const DeletePolicyResponseSchema: GenMessage<DeletePolicyResponse> = /*@_
   messageDesc(file_fraud_v1_policy, 11);
 
 /**
+ * BacktestWindow selects the stored decisions a backtest replays.
+ *
+ * @generated from message fraud.v1.BacktestWindow
+ */
+export type BacktestWindow = Message<"fraud.v1.BacktestWindow"> & {
+  /**
+   * Replay decisions made at or after this time; default 7 days ago.
+   *
+   * @generated from field: google.protobuf.Timestamp from = 1;
+   */
+  from?: Timestamp | undefined;
+
+  /**
+   * Replay decisions made before this time; default now.
+   *
+   * @generated from field: google.protobuf.Timestamp to = 2;
+   */
+  to?: Timestamp | undefined;
+
+  /**
+   * At most this many decisions, newest first; default and maximum 100000.
+   *
+   * @generated from field: optional int32 max_decisions = 3;
+   */
+  maxDecisions?: number | undefined;
+
+  /**
+   * Examples to return per kind of change; default 5, at most 50.
+   *
+   * @generated from field: optional int32 max_examples = 4;
+   */
+  maxExamples?: number | undefined;
+};
+
+/**
+ * Describes the message fraud.v1.BacktestWindow.
+ * Use `create(BacktestWindowSchema)` to create a new message.
+ */
+export const BacktestWindowSchema: GenMessage<BacktestWindow> = /*@__PURE__*/
+  messageDesc(file_fraud_v1_policy, 12);
+
+/**
+ * BacktestPolicyRequest names a stored policy to replay.
+ *
+ * @generated from message fraud.v1.BacktestPolicyRequest
+ */
+export type BacktestPolicyRequest = Message<"fraud.v1.BacktestPolicyRequest"> & {
+  /**
+   * Policy identifier (pol_...).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * Which decisions to replay.
+   *
+   * @generated from field: fraud.v1.BacktestWindow window = 2;
+   */
+  window?: BacktestWindow | undefined;
+};
+
+/**
+ * Describes the message fraud.v1.BacktestPolicyRequest.
+ * Use `create(BacktestPolicyRequestSchema)` to create a new message.
+ */
+export const BacktestPolicyRequestSchema: GenMessage<BacktestPolicyRequest> = /*@__PURE__*/
+  messageDesc(file_fraud_v1_policy, 13);
+
+/**
+ * BacktestPolicyResponse carries the backtest result.
+ *
+ * @generated from message fraud.v1.BacktestPolicyResponse
+ */
+export type BacktestPolicyResponse = Message<"fraud.v1.BacktestPolicyResponse"> & {
+  /**
+   * What the replay found.
+   *
+   * @generated from field: fraud.v1.BacktestResult result = 1;
+   */
+  result?: BacktestResult | undefined;
+};
+
+/**
+ * Describes the message fraud.v1.BacktestPolicyResponse.
+ * Use `create(BacktestPolicyResponseSchema)` to create a new message.
+ */
+export const BacktestPolicyResponseSchema: GenMessage<BacktestPolicyResponse> = /*@__PURE__*/
+  messageDesc(file_fraud_v1_policy, 14);
+
+/**
+ * BacktestDraftPolicyRequest is a policy that is not saved, and a window.
+ *
+ * @generated from message fraud.v1.BacktestDraftPolicyRequest
+ */
+export type BacktestDraftPolicyRequest = Message<"fraud.v1.BacktestDraftPolicyRequest"> & {
+  /**
+   * Human-readable name of the draft.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * At least one rule, at most 100.
+   *
+   * @generated from field: repeated fraud.v1.Rule rules = 2;
+   */
+  rules: Rule[];
+
+  /**
+   * Action types the draft applies to; empty means every action.
+   *
+   * @generated from field: repeated string actions = 3;
+   */
+  actions: string[];
+
+  /**
+   * Evaluation order of the draft among the account's policies.
+   *
+   * @generated from field: int32 priority = 4;
+   */
+  priority: number;
+
+  /**
+   * Which decisions to replay.
+   *
+   * @generated from field: fraud.v1.BacktestWindow window = 5;
+   */
+  window?: BacktestWindow | undefined;
+};
+
+/**
+ * Describes the message fraud.v1.BacktestDraftPolicyRequest.
+ * Use `create(BacktestDraftPolicyRequestSchema)` to create a new message.
+ */
+export const BacktestDraftPolicyRequestSchema: GenMessage<BacktestDraftPolicyRequest> = /*@__PURE__*/
+  messageDesc(file_fraud_v1_policy, 15);
+
+/**
+ * BacktestDraftPolicyResponse carries the backtest result.
+ *
+ * @generated from message fraud.v1.BacktestDraftPolicyResponse
+ */
+export type BacktestDraftPolicyResponse = Message<"fraud.v1.BacktestDraftPolicyResponse"> & {
+  /**
+   * What the replay found.
+   *
+   * @generated from field: fraud.v1.BacktestResult result = 1;
+   */
+  result?: BacktestResult | undefined;
+};
+
+/**
+ * Describes the message fraud.v1.BacktestDraftPolicyResponse.
+ * Use `create(BacktestDraftPolicyResponseSchema)` to create a new message.
+ */
+export const BacktestDraftPolicyResponseSchema: GenMessage<BacktestDraftPolicyResponse> = /*@__PURE__*/
+  messageDesc(file_fraud_v1_policy, 16);
+
+/**
+ * BacktestResult says what a policy would have changed. The policy is
+ * replayed as active, together with the account's other policies, over each
+ * stored decision's score, signals and request, with the same evaluation code
+ * as live decisions.
+ *
+ * @generated from message fraud.v1.BacktestResult
+ */
+export type BacktestResult = Message<"fraud.v1.BacktestResult"> & {
+  /**
+   * Decisions replayed.
+   *
+   * @generated from field: int32 evaluated = 1;
+   */
+  evaluated: number;
+
+  /**
+   * Decisions whose outcome would differ from the stored one.
+   *
+   * @generated from field: int32 changed = 2;
+   */
+  changed: number;
+
+  /**
+   * Decisions on which the policy had a matching rule.
+   *
+   * @generated from field: int32 matched = 3;
+   */
+  matched: number;
+
+  /**
+   * Rule evaluations that failed (counted as not matched).
+   *
+   * @generated from field: int32 errors = 4;
+   */
+  errors: number;
+
+  /**
+   * Counts per kind of change, such as allow to deny.
+   *
+   * @generated from field: repeated fraud.v1.BacktestTransition transitions = 5;
+   */
+  transitions: BacktestTransition[];
+
+  /**
+   * Example decisions per kind of change.
+   *
+   * @generated from field: repeated fraud.v1.BacktestExample examples = 6;
+   */
+  examples: BacktestExample[];
+
+  /**
+   * Milliseconds the replay took.
+   *
+   * @generated from field: double duration_ms = 7;
+   */
+  durationMs: number;
+};
+
+/**
+ * Describes the message fraud.v1.BacktestResult.
+ * Use `create(BacktestResultSchema)` to create a new message.
+ */
+export const BacktestResultSchema: GenMessage<BacktestResult> = /*@__PURE__*/
+  messageDesc(file_fraud_v1_policy, 17);
+
+/**
+ * BacktestTransition counts one kind of change.
+ *
+ * @generated from message fraud.v1.BacktestTransition
+ */
+export type BacktestTransition = Message<"fraud.v1.BacktestTransition"> & {
+  /**
+   * The stored decision: allow, challenge or deny.
+   *
+   * @generated from field: string from = 1;
+   */
+  from: string;
+
+  /**
+   * The replayed decision.
+   *
+   * @generated from field: string to = 2;
+   */
+  to: string;
+
+  /**
+   * How many decisions changed this way.
+   *
+   * @generated from field: int32 count = 3;
+   */
+  count: number;
+};
+
+/**
+ * Describes the message fraud.v1.BacktestTransition.
+ * Use `create(BacktestTransitionSchema)` to create a new message.
+ */
+export const BacktestTransitionSchema: GenMessage<BacktestTransition> = /*@__PURE__*/
+  messageDesc(file_fraud_v1_policy, 18);
+
+/**
+ * BacktestExample is one decision the policy would change.
+ *
+ * @generated from message fraud.v1.BacktestExample
+ */
+export type BacktestExample = Message<"fraud.v1.BacktestExample"> & {
+  /**
+   * The stored decision (dec_...).
+   *
+   * @generated from field: string decision_id = 1;
+   */
+  decisionId: string;
+
+  /**
+   * Its end user.
+   *
+   * @generated from field: string user_id = 2;
+   */
+  userId: string;
+
+  /**
+   * Its score.
+   *
+   * @generated from field: int32 score = 3;
+   */
+  score: number;
+
+  /**
+   * The stored decision.
+   *
+   * @generated from field: string from = 4;
+   */
+  from: string;
+
+  /**
+   * The replayed decision.
+   *
+   * @generated from field: string to = 5;
+   */
+  to: string;
+
+  /**
+   * Index of the policy's matching rule, -1 when it did not match.
+   *
+   * @generated from field: int32 matched_rule = 6;
+   */
+  matchedRule: number;
+};
+
+/**
+ * Describes the message fraud.v1.BacktestExample.
+ * Use `create(BacktestExampleSchema)` to create a new message.
+ */
+export const BacktestExampleSchema: GenMessage<BacktestExample> = /*@__PURE__*/
+  messageDesc(file_fraud_v1_policy, 19);
+
+/**
  * PolicyService manages the account's policies: ordered rule sets that turn
  * the engine's score and signals into the final decision, or that run in
  * shadow to be tried before they act.
@@ -470,6 +788,29 @@ export const PolicyService: GenService<{
     methodKind: "unary";
     input: typeof UpdatePolicyRequestSchema;
     output: typeof UpdatePolicyResponseSchema;
+  },
+  /**
+   * BacktestPolicy replays a stored policy over the account's stored decisions
+   * in a time window and reports which decisions it would have changed.
+   * REST: POST /api/v1/policies/{id}/backtest (enveloped result).
+   *
+   * @generated from rpc fraud.v1.PolicyService.BacktestPolicy
+   */
+  backtestPolicy: {
+    methodKind: "unary";
+    input: typeof BacktestPolicyRequestSchema;
+    output: typeof BacktestPolicyResponseSchema;
+  },
+  /**
+   * BacktestDraftPolicy replays a policy that is not saved (a draft body) the
+   * same way. REST: POST /api/v1/policies/backtest (enveloped result).
+   *
+   * @generated from rpc fraud.v1.PolicyService.BacktestDraftPolicy
+   */
+  backtestDraftPolicy: {
+    methodKind: "unary";
+    input: typeof BacktestDraftPolicyRequestSchema;
+    output: typeof BacktestDraftPolicyResponseSchema;
   },
   /**
    * DeletePolicy removes a policy. The default policy cannot be deleted.

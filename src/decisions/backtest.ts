@@ -1,0 +1,107 @@
+import type { JsonObject } from "@bufbuild/protobuf";
+import type { Signals } from "../engine/index.js";
+import type { PolicyDefinition } from "../policies/index.js";
+import type { Db } from "../store/database.js";
+import { ListRepository } from "../store/lists.js";
+import { PolicyRepository } from "../store/policies.js";
+import type { Tenant } from "../store/tenant.js";
+import { PolicySets } from "./policy-set.js";
+
+export interface BacktestTask {
+  tenant: Tenant;
+  /** The policy to replay, as active; replaces the stored policy with the same id. */
+  candidate: PolicyDefinition;
+  fromMs: number;
+  toMs: number;
+  maxDecisions: number;
+  maxExamples: number;
+  nowMs: number;
+}
+
+export interface BacktestOutcome {
+  evaluated: number;
+  changed: number;
+  matched: number;
+  errors: number;
+  transitions: Array<{ from: string; to: string; count: number }>;
+  examples: Array<{ decisionId: string; userId: string; score: number; from: string; to: string; matchedRule: number }>;
+  durationMs: number;
+}
+
+interface ReplayRow {
+  id: string;
+  user_id: string;
+  decision: string;
+  score: number;
+  content: string;
+}
+
+/** The stored request fields a policy reads (protobuf JSON of DecideRequest). */
+interface StoredRequest {
+  userId?: string;
+  action?: string;
+  email?: string;
+  ip?: string;
+  deviceId?: string;
+  amount?: number;
+  currency?: string;
+  metadata?: JsonObject;
+}
+
+/**
+ * Replays a policy over stored decisions with the live evaluation code
+ * (PolicySets.evaluate): each decision's stored score, signals and request go
+ * through the account's policies with the candidate active, and the outcome
+ * is compared with what was decided. Runs in a worker thread.
+ */
+export function runBacktest(db: Db, task: BacktestTask): BacktestOutcome {
+  const started = performance.now();
+  const sets = new PolicySets(new PolicyRepository(db), new ListRepository(db));
+  const policies = sets.forTenant(task.tenant, task.nowMs, { ...task.candidate, status: "active" });
+  const rows = db
+    .prepare<[string, string, number, number, number], ReplayRow>(
+      `SELECT d.id, d.user_id, d.decision, d.score, e.content FROM decisions d JOIN evidence e ON e.id = d.evidence_id
+       WHERE d.account_id = ? AND d.environment = ? AND d.created_at >= ? AND d.created_at < ?
+       ORDER BY d.created_at DESC LIMIT ?`,
+    )
+    .iterate(task.tenant.accountId, task.tenant.environment, task.fromMs, task.toMs, task.maxDecisions);
+
+  const outcome: BacktestOutcome = { evaluated: 0, changed: 0, matched: 0, errors: 0, transitions: [], examples: [], durationMs: 0 };
+  const transitions = new Map<string, number>();
+  const examplesPerKind = new Map<string, number>();
+  for (const row of rows) {
+    const evidence = JSON.parse(row.content) as { request: StoredRequest; signals: Signals };
+    const request = evidence.request;
+    const evaluation = sets.evaluate(policies, {
+      score: row.score,
+      action: request.action ?? "",
+      userId: request.userId ?? row.user_id,
+      amount: request.amount,
+      currency: request.currency ?? "",
+      email: request.email ?? "",
+      ip: request.ip ?? "",
+      deviceId: request.deviceId ?? "",
+      metadata: request.metadata,
+      signals: evidence.signals,
+    });
+    outcome.evaluated++;
+    const own = evaluation.results.find((result) => result.policyId === task.candidate.id);
+    if (own && own.matchedRule >= 0) outcome.matched++;
+    for (const result of [...evaluation.results, ...evaluation.shadowResults]) outcome.errors += result.errors.length;
+    if (evaluation.decision === row.decision) continue;
+    outcome.changed++;
+    const kind = `${row.decision}\u0000${evaluation.decision}`;
+    transitions.set(kind, (transitions.get(kind) ?? 0) + 1);
+    const shown = examplesPerKind.get(kind) ?? 0;
+    if (shown < task.maxExamples) {
+      examplesPerKind.set(kind, shown + 1);
+      outcome.examples.push({ decisionId: row.id, userId: row.user_id, score: row.score, from: row.decision, to: evaluation.decision, matchedRule: own?.matchedRule ?? -1 });
+    }
+  }
+  outcome.transitions = [...transitions].map(([kind, count]) => {
+    const [from = "", to = ""] = kind.split("\u0000");
+    return { from, to, count };
+  }).sort((a, b) => b.count - a.count);
+  outcome.durationMs = Math.round((performance.now() - started) * 1000) / 1000;
+  return outcome;
+}

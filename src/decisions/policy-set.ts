@@ -1,0 +1,133 @@
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import type { JsonObject } from "@bufbuild/protobuf";
+import {
+  DEFAULT_POLICY,
+  ListSnapshot,
+  compilePolicy,
+  evaluatePolicies,
+  formatCompileError,
+  type CompiledPolicy,
+  type PolicyDefinition,
+  type PolicyEvaluation,
+} from "../policies/index.js";
+import type { Signals } from "../engine/index.js";
+import type { ListRepository } from "../store/lists.js";
+import type { PolicyRepository, StoredPolicy } from "../store/policies.js";
+import type { Tenant } from "../store/tenant.js";
+
+/** A tenant's policies, compiled, with their names and the live list entries. */
+export interface TenantPolicies {
+  compiled: CompiledPolicy[];
+  byId: Map<string, { name: string; compiled: CompiledPolicy }>;
+  lists: ListSnapshot;
+  /** The deny lists (name and entry kind), for the engine's denylisted signal. */
+  denyLists: Array<{ name: string; kind: string }>;
+}
+
+interface CacheEntry {
+  policies: TenantPolicies;
+  /** The snapshot is rebuilt when the earliest list entry expires. */
+  validUntil: number;
+}
+
+/** A stored policy in the shape the compiler takes. */
+export function definitionOf(policy: Pick<StoredPolicy, "id" | "version" | "status" | "priority" | "actions" | "rules" | "createdAt">): PolicyDefinition {
+  return {
+    id: policy.id,
+    version: policy.version,
+    status: policy.status,
+    priority: policy.priority,
+    actions: policy.actions,
+    rules: policy.rules,
+    builtIn: false,
+    createdAt: timestampFromMs(policy.createdAt),
+  };
+}
+
+/** What a decision's inputs look like to the policies. */
+export interface PolicyInputs {
+  score: number;
+  action: string;
+  userId: string;
+  amount: number | undefined;
+  currency: string;
+  email: string;
+  ip: string;
+  deviceId: string;
+  metadata: JsonObject | undefined;
+  signals: Signals;
+}
+
+/**
+ * Compiled policies and list snapshots per tenant, built on first use and
+ * dropped when a policy or list changes (or an entry expires), so a decision
+ * costs one map lookup and the rules' evaluation. Live decisions, shadow
+ * evaluation and backtests all go through `evaluate`.
+ */
+export class PolicySets {
+  private readonly cache = new Map<string, CacheEntry>();
+
+  constructor(
+    private readonly policies: PolicyRepository,
+    private readonly lists: ListRepository,
+  ) {}
+
+  forTenant(tenant: Tenant, now: number, candidate?: PolicyDefinition): TenantPolicies {
+    const key = `${tenant.accountId}/${tenant.environment}`;
+    const cached = candidate ? undefined : this.cache.get(key);
+    if (cached && now < cached.validUntil) return cached.policies;
+
+    const stored = this.policies.list(tenant);
+    const definitions: Array<{ name: string; definition: PolicyDefinition }> = [
+      { name: DEFAULT_POLICY.name, definition: DEFAULT_POLICY },
+      ...stored.filter((policy) => policy.id !== candidate?.id).map((policy) => ({ name: policy.name, definition: definitionOf(policy) })),
+    ];
+    if (candidate) definitions.push({ name: "(candidate)", definition: candidate });
+    const byId = new Map<string, { name: string; compiled: CompiledPolicy }>();
+    for (const { name, definition } of definitions) {
+      const result = compilePolicy(definition);
+      // Stored policies were checked when saved; one that no longer compiles is skipped, never fatal.
+      if (result.ok) byId.set(definition.id, { name, compiled: result.policy });
+      else if (definition === candidate) throw new Error(result.errors.map(formatCompileError).join("; "));
+    }
+
+    const storedLists = this.lists.list(tenant, now);
+    const kinds = new Map(storedLists.map((list) => [list.name, list.kind]));
+    let validUntil = Number.POSITIVE_INFINITY;
+    const definitionsOfLists = [...this.lists.liveEntries(tenant, now)].map(([name, entries]) => {
+      for (const entry of entries) if (entry.expiresAt !== undefined) validUntil = Math.min(validUntil, entry.expiresAt);
+      return { name, kind: kinds.get(name) ?? "user", entries: entries.map((entry) => entry.value) };
+    });
+    // Lists without entries still exist for rules that name them.
+    for (const [name, kind] of kinds) if (!definitionsOfLists.some((list) => list.name === name)) definitionsOfLists.push({ name, kind, entries: [] });
+
+    const policies: TenantPolicies = {
+      compiled: [...byId.values()].map((entry) => entry.compiled),
+      byId,
+      lists: ListSnapshot.build(definitionsOfLists),
+      denyLists: storedLists.filter((list) => list.type === "deny").map((list) => ({ name: list.name, kind: list.kind })),
+    };
+    if (!candidate) this.cache.set(key, { policies, validUntil });
+    return policies;
+  }
+
+  invalidate(tenant: Tenant): void {
+    this.cache.delete(`${tenant.accountId}/${tenant.environment}`);
+  }
+
+  evaluate(policies: TenantPolicies, inputs: PolicyInputs): PolicyEvaluation {
+    return evaluatePolicies(policies.compiled, {
+      score: inputs.score,
+      action: inputs.action,
+      userId: inputs.userId,
+      amount: inputs.amount,
+      currency: inputs.currency,
+      email: inputs.email,
+      ip: inputs.ip,
+      deviceId: inputs.deviceId,
+      metadata: inputs.metadata,
+      signals: inputs.signals,
+      lists: policies.lists,
+    });
+  }
+}

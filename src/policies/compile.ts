@@ -1,0 +1,212 @@
+// Turns a policy definition into planned CEL programs, once per version.
+//
+// Compilation is where mistakes are caught: a condition that does not parse,
+// names an unknown variable or signal, or has the wrong type is refused here
+// with the rule index and position, never at decision time.
+
+import { CelScalar, celEnv, celFunc, celMethod, listType, mapType, parse, plan } from "@bufbuild/cel";
+import { CheckError, checkCondition, literalsToDouble } from "./checker.js";
+import { rewriteKeywords } from "./keywords.js";
+import { POLICY_STATUSES, RULE_ACTIONS } from "./model.js";
+import type {
+  CompileResult,
+  CompiledPolicy,
+  CompiledRule,
+  PolicyCompileError,
+  PolicyDefinition,
+  Program,
+  RuleDefinition,
+  SourcePosition,
+} from "./model.js";
+
+const { DOUBLE, STRING, DYN } = CelScalar;
+const LIST = listType(DYN);
+const MAP = mapType(DYN, DYN);
+
+/**
+ * One environment for every program. The overrides keep numbers doubles
+ * throughout (size() would otherwise return a CEL int that cannot be added
+ * to a double) and make division by zero an error, as in CEL's integer
+ * division, instead of an Infinity that would satisfy `> 3`.
+ */
+const ENV = celEnv({
+  funcs: [
+    celFunc("_/_", [DOUBLE, DOUBLE], DOUBLE, (dividend, divisor) => {
+      if (divisor === 0) throw new Error("division by zero");
+      return dividend / divisor;
+    }),
+    celFunc("size", [STRING], DOUBLE, (text) => [...text].length),
+    celFunc("size", [LIST], DOUBLE, (list) => list.size),
+    celFunc("size", [MAP], DOUBLE, (map) => map.size),
+    celMethod("size", STRING, [], DOUBLE, function () {
+      return [...this].length;
+    }),
+    celMethod("size", LIST, [], DOUBLE, function () {
+      return this.size;
+    }),
+    celMethod("size", MAP, [], DOUBLE, function () {
+      return this.size;
+    }),
+  ],
+});
+
+/** Compiles without the cache. Prefer compilePolicy, which reuses programs per (id, version). */
+export function compilePolicyUncached(definition: PolicyDefinition): CompileResult {
+  const errors: PolicyCompileError[] = [];
+  const status = POLICY_STATUSES.find((known) => known === definition.status);
+  if (status === undefined) {
+    errors.push({ ruleIndex: -1, position: null, message: `unknown status '${definition.status}'` });
+  }
+  const rules: CompiledRule[] = [];
+  definition.rules.forEach((rule, index) => {
+    const compiled = compileRule(rule, index);
+    if (Array.isArray(compiled)) errors.push(...compiled);
+    else rules.push(compiled);
+  });
+  if (errors.length > 0 || status === undefined) return { ok: false, errors };
+  const { createdAt } = definition;
+  const policy: CompiledPolicy = {
+    id: definition.id,
+    version: definition.version,
+    status,
+    priority: definition.priority,
+    actions: new Set(definition.actions),
+    builtIn: definition.builtIn ?? false,
+    createdAtMs: createdAt === undefined ? null : Number(createdAt.seconds) * 1000 + createdAt.nanos / 1e6,
+    rules,
+  };
+  return { ok: true, policy };
+}
+
+/** A rule's problems are all reported at once: an unknown action and a bad condition. */
+function compileRule(rule: RuleDefinition, index: number): CompiledRule | PolicyCompileError[] {
+  const errors: PolicyCompileError[] = [];
+  const action = RULE_ACTIONS.find((known) => known === rule.action);
+  if (action === undefined) {
+    errors.push({ ruleIndex: index, position: null, message: `unknown action '${rule.action}'` });
+  }
+  const condition = compileCondition(rule.condition);
+  if ("message" in condition) {
+    const { offset } = condition;
+    const position = offset === null ? null : positionAt(rule.condition, skipSpace(rule.condition, offset));
+    errors.push({ ruleIndex: index, position, message: condition.message });
+  }
+  if (action === undefined || "message" in condition) return errors;
+  return { index, condition: rule.condition, action, description: rule.description ?? "", ...condition };
+}
+
+function compileCondition(
+  source: string,
+): { program: Program; listNames: readonly string[] } | { message: string; offset: number | null } {
+  let parsed: ReturnType<typeof parse>;
+  try {
+    // Same-length keyword replacement: parser offsets are offsets into `source`.
+    parsed = parse(rewriteKeywords(source));
+  } catch (error) {
+    const { message, offset } = describeParseError(error);
+    return { message: `syntax error: ${message}`, offset };
+  }
+  literalsToDouble(parsed.expr);
+  let listNames: readonly string[];
+  try {
+    ({ listNames } = checkCondition(parsed.expr));
+  } catch (error) {
+    if (!(error instanceof CheckError)) throw error;
+    const offset = parsed.sourceInfo?.positions[error.exprId.toString()];
+    return { message: error.message, offset: offset === undefined ? 0 : offset + error.offsetShift };
+  }
+  try {
+    return { program: plan(ENV, parsed), listNames };
+  } catch (error) {
+    return { message: error instanceof Error ? error.message : String(error), offset: null };
+  }
+}
+
+/** The parser throws a peggy-style error with the bare message and a location. */
+function describeParseError(error: unknown): { message: string; offset: number | null } {
+  if (!(error instanceof Error)) return { message: String(error), offset: null };
+  const raw = "rawMessage" in error && typeof error.rawMessage === "string" ? error.rawMessage : error.message;
+  const location = "location" in error ? error.location : undefined;
+  const start =
+    typeof location === "object" && location !== null && "start" in location ? location.start : undefined;
+  const offset =
+    typeof start === "object" && start !== null && "offset" in start && typeof start.offset === "number"
+      ? start.offset
+      : null;
+  return { message: raw, offset };
+}
+
+/** The parser places some operators on the blank before them; point at the operator itself. */
+function skipSpace(text: string, offset: number): number {
+  let index = offset;
+  while (index < text.length && /\s/.test(text.charAt(index))) index++;
+  return index;
+}
+
+function positionAt(text: string, offset: number): SourcePosition {
+  const before = text.slice(0, offset);
+  const lineStart = before.lastIndexOf("\n") + 1;
+  return { offset, line: before.split("\n").length, column: offset - lineStart + 1 };
+}
+
+/** "rule 2 at 1:18: signals.network has no field 'torr'" */
+export function formatCompileError(error: PolicyCompileError): string {
+  const where = error.ruleIndex === -1 ? "policy" : `rule ${error.ruleIndex}`;
+  const at = error.position === null ? "" : ` at ${error.position.line}:${error.position.column}`;
+  return `${where}${at}: ${error.message}`;
+}
+
+/**
+ * Compiled policies by (id, version). A version identifies the content, but
+ * the content is compared too, so a caller that edits a policy without
+ * bumping its version gets a fresh compile instead of stale programs.
+ * Bounded so old versions do not pile up; the least recently used go first.
+ */
+export class PolicyCache {
+  private readonly entries = new Map<string, { readonly fingerprint: string; readonly policy: CompiledPolicy }>();
+
+  constructor(private readonly maxEntries = 1000) {}
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  compile(definition: PolicyDefinition): CompileResult {
+    const key = `${definition.id}\u0000${definition.version}`;
+    const fingerprint = fingerprintOf(definition);
+    const cached = this.entries.get(key);
+    if (cached !== undefined && cached.fingerprint === fingerprint) {
+      this.entries.delete(key);
+      this.entries.set(key, cached);
+      return { ok: true, policy: cached.policy };
+    }
+    const result = compilePolicyUncached(definition);
+    if (result.ok) {
+      this.entries.delete(key);
+      this.entries.set(key, { fingerprint, policy: result.policy });
+      for (const oldest of this.entries.keys()) {
+        if (this.entries.size <= this.maxEntries) break;
+        this.entries.delete(oldest);
+      }
+    }
+    return result;
+  }
+}
+
+function fingerprintOf(definition: PolicyDefinition): string {
+  return JSON.stringify([
+    definition.status,
+    definition.priority,
+    definition.actions,
+    definition.builtIn ?? false,
+    definition.createdAt === undefined ? null : [String(definition.createdAt.seconds), definition.createdAt.nanos],
+    definition.rules.map((rule) => [rule.condition, rule.action, rule.description ?? ""]),
+  ]);
+}
+
+const SHARED_CACHE = new PolicyCache();
+
+/** Compiles a policy, reusing the programs of an earlier compile of the same (id, version). */
+export function compilePolicy(definition: PolicyDefinition, cache: PolicyCache = SHARED_CACHE): CompileResult {
+  return cache.compile(definition);
+}

@@ -1,0 +1,204 @@
+// The one evaluation path for live decisions, shadow evaluation and
+// backtesting: given compiled policies and one decision's inputs it returns
+// the final decision and every policy's result. It is pure (no I/O, no
+// clock) and never throws on a rule's behalf, so a replay of a stored
+// decision reproduces what happened live.
+
+import { celList, celMap, isCelError } from "@bufbuild/cel";
+import type { CelInput } from "@bufbuild/cel";
+import type { JsonObject } from "@bufbuild/protobuf";
+import { decideFromScore } from "../engine/score.js";
+import type { Decision } from "../engine/score.js";
+import type { Signals } from "../engine/types.js";
+import { ListSnapshot } from "./lists.js";
+import type { CompiledPolicy, CompiledRule, RuleAction } from "./model.js";
+
+/** One decision's inputs; stored decisions carry all of them, so backtests rebuild it exactly. */
+export interface EvaluationContext {
+  /** The engine's 0..100 score. */
+  readonly score: number;
+  /** Request action: login, signup, checkout, ... */
+  readonly action: string;
+  readonly userId: string;
+  /** Absent fields read as "" (amount 0) in conditions, as in proto3. */
+  readonly amount?: number | undefined;
+  readonly currency?: string | undefined;
+  readonly email?: string | undefined;
+  readonly ip?: string | undefined;
+  readonly deviceId?: string | undefined;
+  readonly metadata?: JsonObject | undefined;
+  readonly signals: Signals;
+  /** Defaults to no lists; a rule naming a list then records an error. */
+  readonly lists?: ListSnapshot | undefined;
+}
+
+export interface RuleError {
+  readonly ruleIndex: number;
+  readonly message: string;
+}
+
+export interface PolicyResult {
+  readonly policyId: string;
+  readonly version: number;
+  readonly mode: "active" | "shadow";
+  /** Index of the first matching rule; -1 when none matched. */
+  readonly matchedRule: number;
+  /** The matching rule's action; null when none matched. */
+  readonly action: RuleAction | null;
+  /** Rules that failed at run time; each counted as not matched. */
+  readonly errors: readonly RuleError[];
+}
+
+export interface PolicyEvaluation {
+  /** The final decision. */
+  readonly decision: Decision;
+  /** The deciding rule's action was review: the caller opens a case whatever the score. */
+  readonly review: boolean;
+  /** The rule that decided; null when no active policy matched and the score decided (decideFromScore). */
+  readonly decidedBy: {
+    readonly policyId: string;
+    readonly version: number;
+    readonly ruleIndex: number;
+    readonly action: RuleAction;
+    readonly description: string;
+  } | null;
+  /** Active policies that were evaluated, in evaluation order; those below the deciding one are not. */
+  readonly results: readonly PolicyResult[];
+  /** Every applicable shadow policy, in evaluation order; they never change the decision. */
+  readonly shadowResults: readonly PolicyResult[];
+}
+
+const DECISION_OF: Readonly<Record<RuleAction, Decision>> = {
+  allow: "allow",
+  challenge: "challenge",
+  deny: "deny",
+  // The end user proves themselves now; an analyst looks at the case later.
+  review: "challenge",
+};
+
+/**
+ * Evaluation order: priority descending; at equal priority custom policies
+ * before built-in ones, then earlier creation, then id, so the order never
+ * depends on how the caller happened to list them.
+ */
+function comparePolicies(a: CompiledPolicy, b: CompiledPolicy): number {
+  if (a.priority !== b.priority) return b.priority - a.priority;
+  if (a.builtIn !== b.builtIn) return a.builtIn ? 1 : -1;
+  if (a.createdAtMs !== b.createdAtMs) {
+    if (a.createdAtMs === null) return 1;
+    if (b.createdAtMs === null) return -1;
+    return a.createdAtMs - b.createdAtMs;
+  }
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
+
+export function evaluatePolicies(policies: readonly CompiledPolicy[], context: EvaluationContext): PolicyEvaluation {
+  const lists = context.lists ?? ListSnapshot.EMPTY;
+  const bindings = bindingsOf(context, lists);
+  const results: PolicyResult[] = [];
+  const shadowResults: PolicyResult[] = [];
+  let decidedBy: PolicyEvaluation["decidedBy"] = null;
+
+  for (const policy of [...policies].sort(comparePolicies)) {
+    if (policy.status === "disabled") continue;
+    if (policy.actions.size > 0 && !policy.actions.has(context.action)) continue;
+    if (policy.status === "active") {
+      // First match of the highest-priority active policy is final; nothing below can change it.
+      if (decidedBy !== null) continue;
+      const result = evaluatePolicy(policy, "active", bindings, lists);
+      results.push(result);
+      const rule = policy.rules[result.matchedRule];
+      if (rule !== undefined) {
+        decidedBy = {
+          policyId: policy.id,
+          version: policy.version,
+          ruleIndex: rule.index,
+          action: rule.action,
+          description: rule.description,
+        };
+      }
+    } else {
+      shadowResults.push(evaluatePolicy(policy, "shadow", bindings, lists));
+    }
+  }
+
+  return {
+    decision: decidedBy === null ? decideFromScore(context.score) : DECISION_OF[decidedBy.action],
+    review: decidedBy?.action === "review",
+    decidedBy,
+    results,
+    shadowResults,
+  };
+}
+
+type Bindings = Readonly<Record<string, CelInput>>;
+
+function evaluatePolicy(
+  policy: CompiledPolicy,
+  mode: PolicyResult["mode"],
+  bindings: Bindings,
+  lists: ListSnapshot,
+): PolicyResult {
+  const errors: RuleError[] = [];
+  // Object literals written out in full: a shared builder closure measured a third slower per decision.
+  for (const rule of policy.rules) {
+    const outcome = evaluateRule(rule, bindings, lists);
+    if (outcome === true) {
+      const { index: matchedRule, action } = rule;
+      return { policyId: policy.id, version: policy.version, mode, matchedRule, action, errors };
+    }
+    if (outcome !== false) errors.push({ ruleIndex: rule.index, message: outcome });
+  }
+  return { policyId: policy.id, version: policy.version, mode, matchedRule: -1, action: null, errors };
+}
+
+/** true or false, or the error message of a rule that could not be evaluated. */
+function evaluateRule(rule: CompiledRule, bindings: Bindings, lists: ListSnapshot): boolean | string {
+  const missing = rule.listNames.find((name) => !lists.has(name));
+  if (missing !== undefined) return `list '${missing}' does not exist`;
+  let value: unknown;
+  try {
+    value = rule.program(bindings);
+  } catch (error) {
+    // plan() already turns failures into CelError values; this guards the promise that evaluation never throws.
+    return error instanceof Error ? error.message : String(error);
+  }
+  if (isCelError(value)) return value.message;
+  if (typeof value === "boolean") return value;
+  // Only reachable through untyped metadata, e.g. `metadata.flag` holding a string.
+  return `condition evaluated to a ${value === null ? "null" : typeof value}, not a boolean`;
+}
+
+function bindingsOf(context: EvaluationContext, lists: ListSnapshot): Bindings {
+  return {
+    score: context.score,
+    action: context.action,
+    amount: context.amount ?? 0,
+    currency: context.currency ?? "",
+    userId: context.userId,
+    email: context.email ?? "",
+    ip: context.ip ?? "",
+    deviceId: context.deviceId ?? "",
+    metadata: toCel(context.metadata ?? {}),
+    signals: toCel(context.signals),
+    lists: lists.celValue,
+  };
+}
+
+/**
+ * Converts a JSON-shaped value to CEL values once per decision. Handing
+ * @bufbuild/cel a plain object instead would rebuild a Map from it on every
+ * field access of every rule.
+ */
+function toCel(value: unknown): CelInput {
+  if (typeof value === "boolean" || typeof value === "number" || typeof value === "string") return value;
+  if (Array.isArray(value)) return celList(value.map(toCel));
+  if (typeof value === "object" && value !== null) {
+    const map = new Map<string, CelInput>();
+    // A plain loop: building the Map from mapped entry pairs costs five times as much here.
+    for (const [key, item] of Object.entries(value)) map.set(key, toCel(item));
+    return celMap(map);
+  }
+  // null, and undefined or non-JSON values that cannot occur in signals or a Struct.
+  return null;
+}

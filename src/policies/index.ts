@@ -1,0 +1,22 @@
+// Policy evaluation: compile rule conditions once per policy version, then
+// evaluate them per decision (live, shadow or backtest) with one function.
+// See docs/policies.md.
+
+export { compilePolicy, compilePolicyUncached, formatCompileError, PolicyCache } from "./compile.js";
+export { DEFAULT_POLICY, DEFAULT_POLICY_ID, DEFAULT_POLICY_PRIORITY } from "./default-policy.js";
+export { evaluatePolicies } from "./evaluate.js";
+export type { EvaluationContext, PolicyEvaluation, PolicyResult, RuleError } from "./evaluate.js";
+export { ListSnapshot, isValidListName, normalizeListEntry } from "./lists.js";
+export type { ListDefinition, ListKind, ListMatcher } from "./lists.js";
+export { POLICY_STATUSES, RULE_ACTIONS } from "./model.js";
+export type {
+  CompileResult,
+  CompiledPolicy,
+  CompiledRule,
+  PolicyCompileError,
+  PolicyDefinition,
+  PolicyStatus,
+  RuleAction,
+  RuleDefinition,
+  SourcePosition,
+} from "./model.js";

@@ -1,0 +1,154 @@
+import { timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { ListService, NamedListSchema } from "../../gen/fraud/v1/list_pb.js";
+import { apiError } from "../api/errors.js";
+import type { Clock } from "../clock.js";
+import type { PolicySets } from "../decisions/policy-set.js";
+import { isValidListName, normalizeListEntry, type ListKind } from "../policies/index.js";
+import type { Db } from "../store/database.js";
+import type { ListRepository, StoredList } from "../store/lists.js";
+import type { Tenant } from "../store/tenant.js";
+import type { AuditActor } from "../audit/entry.js";
+import type { AuditTrail } from "../audit/log.js";
+import { callerScope } from "./scope.js";
+
+const DEFAULT_PAGE = 100;
+
+function toNamedList(list: StoredList): MessageInitShape<typeof NamedListSchema> {
+  return {
+    name: list.name,
+    kind: list.kind,
+    type: list.type,
+    description: list.description,
+    automatic: list.automatic,
+    entryCount: list.entryCount,
+    createdAt: timestampFromMs(list.createdAt),
+    updatedAt: timestampFromMs(list.updatedAt),
+  };
+}
+
+function checkName(name: string): void {
+  if (!isValidListName(name)) {
+    throw apiError("VALIDATION_ERROR", `list name "${name}" must be letters, digits and _, not starting with a digit, at most 64 characters`, {
+      fieldViolations: [{ field: "name", description: "must be letters, digits and _, not starting with a digit" }],
+    });
+  }
+}
+
+/** Named allow and deny lists that policy rules test with `value in lists.<name>`. */
+export function createListService(deps: {
+  db: Db;
+  clock: Clock;
+  lists: ListRepository;
+  sets: PolicySets;
+  audit: AuditTrail;
+}): ServiceImpl<typeof ListService> {
+  const existing = (tenant: Tenant, name: string): StoredList => {
+    checkName(name);
+    const list = deps.lists.get(tenant, name, deps.clock.now());
+    if (!list) throw apiError("NOT_FOUND", `no list ${name}`);
+    return list;
+  };
+  /** Each change and its signed audit entry commit together (called inside the change's transaction). */
+  const changed = (tenant: Tenant, action: "list.updated" | "list.deleted" | "list.entries_added" | "list.entries_removed", name: string, data: Record<string, number | string | boolean>, actor: AuditActor) => {
+    deps.audit.record({ ...tenant, actor, action, subject: name, data });
+  };
+
+  const put = deps.db.transaction((tenant: Tenant, list: Pick<StoredList, "name" | "kind" | "type" | "description" | "automatic">, actor: AuditActor) => {
+    deps.lists.put(tenant, list, deps.clock.now());
+    changed(tenant, "list.updated", list.name, { kind: list.kind, type: list.type, automatic: list.automatic }, actor);
+  });
+  const add = deps.db.transaction((tenant: Tenant, name: string, entries: Array<{ value: string; expiresAt: number | undefined }>, actor: AuditActor) => {
+    const now = deps.clock.now();
+    let added = 0;
+    for (const entry of entries) if (deps.lists.putEntry(tenant, name, entry, now)) added++;
+    deps.lists.touch(tenant, name, now);
+    changed(tenant, "list.entries_added", name, { added, updated: entries.length - added }, actor);
+    return added;
+  });
+  const removeEntries = deps.db.transaction((tenant: Tenant, name: string, values: string[], actor: AuditActor) => {
+    let removed = 0;
+    for (const value of values) if (deps.lists.removeEntry(tenant, name, value)) removed++;
+    deps.lists.touch(tenant, name, deps.clock.now());
+    changed(tenant, "list.entries_removed", name, { removed }, actor);
+    return removed;
+  });
+  const removeList = deps.db.transaction((tenant: Tenant, name: string, actor: AuditActor) => {
+    deps.lists.delete(tenant, name);
+    changed(tenant, "list.deleted", name, {}, actor);
+  });
+
+  /** Normalises entries for the list's kind, naming every one that is not valid. */
+  const normalize = (kind: ListKind, values: string[], field: (i: number) => string): string[] => {
+    const violations: Array<{ field: string; description: string }> = [];
+    const normalized = values.map((value, i) => {
+      const entry = normalizeListEntry(kind, value);
+      if (entry === null) violations.push({ field: field(i), description: `is not a valid ${kind === "ip" ? "IP address or CIDR range" : kind}` });
+      return entry ?? "";
+    });
+    if (violations.length > 0) throw apiError("VALIDATION_ERROR", `invalid entries: ${violations.map((v) => v.field).join(", ")}`, { fieldViolations: violations });
+    return normalized;
+  };
+
+  return {
+    listLists(_request, ctx) {
+      const { tenant } = callerScope(ctx.values);
+      return { lists: deps.lists.list(tenant, deps.clock.now()).map(toNamedList) };
+    },
+    getList(request, ctx) {
+      const { tenant } = callerScope(ctx.values);
+      const list = existing(tenant, request.name);
+      const entries = deps.lists.page(tenant, list.name, deps.clock.now(), request.limit ?? DEFAULT_PAGE, request.offset ?? 0);
+      return {
+        list: toNamedList(list),
+        entries: entries.map((entry) => ({ value: entry.value, expiresAt: entry.expiresAt === undefined ? undefined : timestampFromMs(entry.expiresAt) })),
+      };
+    },
+    putList(request, ctx) {
+      const { tenant, actor } = callerScope(ctx.values);
+      checkName(request.name);
+      const current = deps.lists.get(tenant, request.name, deps.clock.now());
+      if (current && current.kind !== request.kind) {
+        throw apiError("CONFLICT", `list ${request.name} holds ${current.kind} entries; its kind cannot change to ${request.kind}`);
+      }
+      if (request.automatic && request.type !== "deny") {
+        throw apiError("VALIDATION_ERROR", "only deny lists can be automatic", { fieldViolations: [{ field: "automatic", description: "only deny lists can be automatic" }] });
+      }
+      put.immediate(tenant, { name: request.name, kind: request.kind as ListKind, type: request.type as "allow" | "deny", description: request.description, automatic: request.automatic }, actor);
+      deps.sets.invalidate(tenant);
+      return { list: toNamedList(existing(tenant, request.name)) };
+    },
+    addListEntries(request, ctx) {
+      const { tenant, actor } = callerScope(ctx.values);
+      const list = existing(tenant, request.name);
+      const now = deps.clock.now();
+      const values = normalize(list.kind, request.entries.map((entry) => entry.value), (i) => `entries[${i}].value`);
+      const entries = request.entries.map((entry, i) => {
+        const expiresAt = entry.expiresAt ? timestampMs(entry.expiresAt) : undefined;
+        if (expiresAt !== undefined && expiresAt <= now) {
+          throw apiError("VALIDATION_ERROR", `entries[${i}].expiresAt is in the past`, { fieldViolations: [{ field: `entries[${i}].expiresAt`, description: "is in the past" }] });
+        }
+        return { value: values[i] as string, expiresAt };
+      });
+      const added = add.immediate(tenant, list.name, entries, actor);
+      deps.sets.invalidate(tenant);
+      return { added, updated: entries.length - added };
+    },
+    removeListEntries(request, ctx) {
+      const { tenant, actor } = callerScope(ctx.values);
+      const list = existing(tenant, request.name);
+      const values = normalize(list.kind, request.values, (i) => `values[${i}]`);
+      const removed = removeEntries.immediate(tenant, list.name, values, actor);
+      deps.sets.invalidate(tenant);
+      return { removed };
+    },
+    deleteList(request, ctx) {
+      const { tenant, actor } = callerScope(ctx.values);
+      const list = existing(tenant, request.name);
+      removeList.immediate(tenant, list.name, actor);
+      deps.sets.invalidate(tenant);
+      return {};
+    },
+  };
+}

@@ -1,0 +1,204 @@
+import { timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import type { BacktestResultSchema, BacktestWindow, PolicySchema, PolicyService, Rule } from "../../gen/fraud/v1/policy_pb.js";
+import { apiError } from "../api/errors.js";
+import type { Clock } from "../clock.js";
+import type { BacktestOutcome } from "../decisions/backtest.js";
+import type { DecisionEngine } from "../decisions/engine.js";
+import { definitionOf, type PolicySets } from "../decisions/policy-set.js";
+import { newId } from "../ids.js";
+import { DEFAULT_POLICY, compilePolicyUncached, formatCompileError, type PolicyDefinition } from "../policies/index.js";
+import type { Db } from "../store/database.js";
+import type { PolicyRepository, StoredPolicy } from "../store/policies.js";
+import type { Tenant } from "../store/tenant.js";
+import type { AuditActor } from "../audit/entry.js";
+import type { AuditTrail } from "../audit/log.js";
+import { callerScope } from "./scope.js";
+
+const DAY_MS = 86_400_000;
+const DEFAULT_BACKTEST_DAYS = 7;
+const MAX_BACKTEST_DECISIONS = 100_000;
+const DEFAULT_EXAMPLES = 5;
+
+function builtInPolicy(): MessageInitShape<typeof PolicySchema> {
+  return {
+    id: DEFAULT_POLICY.id,
+    name: DEFAULT_POLICY.name,
+    description: DEFAULT_POLICY.description,
+    status: DEFAULT_POLICY.status,
+    rules: DEFAULT_POLICY.rules.map((rule) => ({ condition: rule.condition, action: rule.action, description: rule.description ?? "" })),
+    actions: [],
+    priority: DEFAULT_POLICY.priority,
+    version: DEFAULT_POLICY.version,
+    builtIn: true,
+  };
+}
+
+function toPolicy(stored: StoredPolicy): MessageInitShape<typeof PolicySchema> {
+  return {
+    id: stored.id,
+    name: stored.name,
+    description: stored.description,
+    status: stored.status,
+    rules: stored.rules.map((rule) => ({ condition: rule.condition, action: rule.action, description: rule.description ?? "" })),
+    actions: stored.actions,
+    priority: stored.priority,
+    version: stored.version,
+    builtIn: false,
+    createdAt: timestampFromMs(stored.createdAt),
+    updatedAt: timestampFromMs(stored.updatedAt),
+  };
+}
+
+/** Refuses a policy whose rules do not compile, naming each rule and position. */
+function checkCompiles(definition: PolicyDefinition): void {
+  const result = compilePolicyUncached(definition);
+  if (result.ok) return;
+  const fieldViolations = result.errors.map((error) => ({
+    field: error.ruleIndex === -1 ? "status" : `rules[${error.ruleIndex}].${error.position ? "condition" : "action"}`,
+    description: formatCompileError(error),
+  }));
+  throw apiError("VALIDATION_ERROR", `invalid policy: ${fieldViolations.map((v) => v.description).join("; ")}`, { fieldViolations });
+}
+
+interface PolicyFields {
+  name: string;
+  description: string;
+  status: string;
+  rules: Rule[];
+  actions: string[];
+  priority: number;
+}
+
+function rulesOf(rules: Rule[]) {
+  return rules.map((rule) => ({ condition: rule.condition, action: rule.action, description: rule.description }));
+}
+
+function toResult(outcome: BacktestOutcome): MessageInitShape<typeof BacktestResultSchema> {
+  return outcome;
+}
+
+/** Policies (part 4.5): CRUD with compile-time checks, versions, and backtests. */
+export function createPolicyService(deps: {
+  db: Db;
+  clock: Clock;
+  policies: PolicyRepository;
+  sets: PolicySets;
+  engine: DecisionEngine;
+  audit: AuditTrail;
+}): ServiceImpl<typeof PolicyService> {
+  const notFound = (id: string) => apiError("NOT_FOUND", `no policy ${id}`);
+  const builtInRefusal = () => apiError("CONFLICT", "the built-in 'Default Thresholds' policy cannot be changed or deleted; add a policy with a higher priority instead");
+
+  // Each change and its signed audit entry commit together.
+  const write = deps.db.transaction((tenant: Tenant, policy: StoredPolicy, isNew: boolean, actor: AuditActor) => {
+    deps.policies.save(tenant, policy, isNew);
+    deps.audit.record({
+      ...tenant,
+      actor,
+      action: isNew ? "policy.created" : "policy.updated",
+      subject: policy.id,
+      data: { version: policy.version, status: policy.status, priority: policy.priority, rules: policy.rules.length },
+    });
+  });
+  const remove = deps.db.transaction((tenant: Tenant, policy: StoredPolicy, actor: AuditActor) => {
+    deps.policies.delete(tenant, policy.id);
+    deps.audit.record({ ...tenant, actor, action: "policy.deleted", subject: policy.id, data: { version: policy.version } });
+  });
+
+  const save = (ctx: HandlerContext, fields: PolicyFields, existing: StoredPolicy | undefined): StoredPolicy => {
+    const { tenant, actor } = callerScope(ctx.values);
+    const now = deps.clock.now();
+    const policy: StoredPolicy = {
+      id: existing?.id ?? newId("pol"),
+      name: fields.name,
+      description: fields.description,
+      // A new policy is tried in shadow before it acts (docs/api-decisions.md).
+      status: (fields.status || "shadow") as StoredPolicy["status"],
+      rules: rulesOf(fields.rules),
+      actions: fields.actions,
+      priority: fields.priority,
+      version: (existing?.version ?? 0) + 1,
+      createdAt: existing?.createdAt ?? now,
+      updatedAt: now,
+    };
+    checkCompiles(definitionOf(policy));
+    write.immediate(tenant, policy, existing === undefined, actor);
+    deps.sets.invalidate(tenant);
+    return policy;
+  };
+
+  const backtest = async (ctx: HandlerContext, candidate: PolicyDefinition, window: BacktestWindow | undefined) => {
+    const { tenant } = callerScope(ctx.values);
+    const now = deps.clock.now();
+    const toMs = window?.to ? timestampMs(window.to) : now;
+    const fromMs = window?.from ? timestampMs(window.from) : toMs - DEFAULT_BACKTEST_DAYS * DAY_MS;
+    if (fromMs >= toMs) {
+      throw apiError("VALIDATION_ERROR", "window.from must be before window.to", { fieldViolations: [{ field: "window.from", description: "must be before window.to" }] });
+    }
+    const outcome = await deps.engine.backtest({
+      tenant,
+      candidate,
+      fromMs,
+      toMs,
+      maxDecisions: window?.maxDecisions ?? MAX_BACKTEST_DECISIONS,
+      maxExamples: window?.maxExamples ?? DEFAULT_EXAMPLES,
+      nowMs: now,
+    });
+    return { result: toResult(outcome) };
+  };
+
+  return {
+    listPolicies(_request, ctx) {
+      const { tenant } = callerScope(ctx.values);
+      const stored = deps.policies.list(tenant).map(toPolicy);
+      // The built-in policy has the lowest priority: it is listed last, as it is evaluated.
+      return { policies: [...stored, builtInPolicy()] };
+    },
+    createPolicy(request, ctx) {
+      return { policy: toPolicy(save(ctx, request, undefined)) };
+    },
+    getPolicy(request, ctx) {
+      if (request.id === DEFAULT_POLICY.id) return { policy: builtInPolicy() };
+      const stored = deps.policies.get(callerScope(ctx.values).tenant, request.id);
+      if (!stored) throw notFound(request.id);
+      return { policy: toPolicy(stored) };
+    },
+    updatePolicy(request, ctx) {
+      if (request.id === DEFAULT_POLICY.id) throw builtInRefusal();
+      const existing = deps.policies.get(callerScope(ctx.values).tenant, request.id);
+      if (!existing) throw notFound(request.id);
+      return { policy: toPolicy(save(ctx, request, existing)) };
+    },
+    deletePolicy(request, ctx) {
+      if (request.id === DEFAULT_POLICY.id) throw builtInRefusal();
+      const { tenant, actor } = callerScope(ctx.values);
+      const existing = deps.policies.get(tenant, request.id);
+      if (!existing) throw notFound(request.id);
+      remove.immediate(tenant, existing, actor);
+      deps.sets.invalidate(tenant);
+      return {};
+    },
+    async backtestPolicy(request, ctx) {
+      if (request.id === DEFAULT_POLICY.id) return backtest(ctx, DEFAULT_POLICY, request.window);
+      const stored = deps.policies.get(callerScope(ctx.values).tenant, request.id);
+      if (!stored) throw notFound(request.id);
+      return backtest(ctx, definitionOf(stored), request.window);
+    },
+    async backtestDraftPolicy(request, ctx) {
+      const now = deps.clock.now();
+      const draft = definitionOf({
+        id: "pol_draft",
+        version: 1,
+        status: "active",
+        priority: request.priority,
+        actions: request.actions,
+        rules: rulesOf(request.rules),
+        createdAt: now,
+      });
+      checkCompiles(draft);
+      return backtest(ctx, draft, request.window);
+    },
+  };
+}

@@ -1,0 +1,155 @@
+import type { ListKind } from "../policies/index.js";
+import type { Db } from "./database.js";
+import type { Tenant } from "./tenant.js";
+
+export interface StoredList {
+  name: string;
+  kind: ListKind;
+  type: "allow" | "deny";
+  description: string;
+  automatic: boolean;
+  entryCount: number;
+  createdAt: number;
+  updatedAt: number;
+}
+
+interface ListRow {
+  name: string;
+  kind: ListKind;
+  type: "allow" | "deny";
+  description: string;
+  automatic: number;
+  created_at: number;
+  updated_at: number;
+  entry_count: number;
+}
+
+function toList(row: ListRow): StoredList {
+  return {
+    name: row.name,
+    kind: row.kind,
+    type: row.type,
+    description: row.description,
+    automatic: row.automatic === 1,
+    entryCount: row.entry_count,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+export interface StoredEntry {
+  value: string;
+  expiresAt: number | undefined;
+}
+
+/** Named lists and their entries; expired entries are invisible and pruned in the background. */
+export class ListRepository {
+  private readonly listStmt;
+  private readonly getStmt;
+  private readonly upsertStmt;
+  private readonly touchStmt;
+  private readonly deleteStmt;
+  private readonly deleteEntriesStmt;
+  private readonly entriesStmt;
+  private readonly pageStmt;
+  private readonly findEntryStmt;
+  private readonly putEntryStmt;
+  private readonly removeEntryStmt;
+  private readonly pruneStmt;
+
+  constructor(db: Db) {
+    const columns = `l.name, l.kind, l.type, l.description, l.automatic, l.created_at, l.updated_at,
+      (SELECT COUNT(*) FROM list_entries e WHERE e.account_id = l.account_id AND e.environment = l.environment
+         AND e.list_name = l.name AND (e.expires_at IS NULL OR e.expires_at > @now)) AS entry_count`;
+    this.listStmt = db.prepare<[{ accountId: string; environment: string; now: number }], ListRow>(
+      `SELECT ${columns} FROM lists l WHERE l.account_id = @accountId AND l.environment = @environment ORDER BY l.name`,
+    );
+    this.getStmt = db.prepare<[{ accountId: string; environment: string; name: string; now: number }], ListRow>(
+      `SELECT ${columns} FROM lists l WHERE l.account_id = @accountId AND l.environment = @environment AND l.name = @name`,
+    );
+    this.upsertStmt = db.prepare(
+      `INSERT INTO lists VALUES (@accountId, @environment, @name, @kind, @type, @description, @automatic, @now, @now)
+       ON CONFLICT DO UPDATE SET type = @type, description = @description, automatic = @automatic, updated_at = @now`,
+    );
+    this.touchStmt = db.prepare<[number, string, string, string]>(
+      "UPDATE lists SET updated_at = ? WHERE account_id = ? AND environment = ? AND name = ?",
+    );
+    this.deleteStmt = db.prepare<[string, string, string]>("DELETE FROM lists WHERE account_id = ? AND environment = ? AND name = ?");
+    this.deleteEntriesStmt = db.prepare<[string, string, string]>(
+      "DELETE FROM list_entries WHERE account_id = ? AND environment = ? AND list_name = ?",
+    );
+    this.entriesStmt = db.prepare<[string, string, number], { list_name: string; value: string; expires_at: number | null }>(
+      `SELECT list_name, value, expires_at FROM list_entries
+       WHERE account_id = ? AND environment = ? AND (expires_at IS NULL OR expires_at > ?)`,
+    );
+    this.pageStmt = db.prepare<[string, string, string, number, number, number], { value: string; expires_at: number | null }>(
+      `SELECT value, expires_at FROM list_entries
+       WHERE account_id = ? AND environment = ? AND list_name = ? AND (expires_at IS NULL OR expires_at > ?)
+       ORDER BY value LIMIT ? OFFSET ?`,
+    );
+    this.findEntryStmt = db.prepare<[string, string, string, string], { expires_at: number | null }>(
+      "SELECT expires_at FROM list_entries WHERE account_id = ? AND environment = ? AND list_name = ? AND value = ?",
+    );
+    this.putEntryStmt = db.prepare<[string, string, string, string, number | null, number]>(
+      "INSERT INTO list_entries VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET expires_at = excluded.expires_at",
+    );
+    this.removeEntryStmt = db.prepare<[string, string, string, string]>(
+      "DELETE FROM list_entries WHERE account_id = ? AND environment = ? AND list_name = ? AND value = ?",
+    );
+    this.pruneStmt = db.prepare<[number]>("DELETE FROM list_entries WHERE expires_at IS NOT NULL AND expires_at <= ?");
+  }
+
+  list(tenant: Tenant, now: number): StoredList[] {
+    return this.listStmt.all({ ...tenant, now }).map(toList);
+  }
+
+  get(tenant: Tenant, name: string, now: number): StoredList | undefined {
+    const row = this.getStmt.get({ ...tenant, name, now });
+    return row && toList(row);
+  }
+
+  put(tenant: Tenant, list: Pick<StoredList, "name" | "kind" | "type" | "description" | "automatic">, now: number): void {
+    this.upsertStmt.run({ ...tenant, ...list, automatic: list.automatic ? 1 : 0, now });
+  }
+
+  delete(tenant: Tenant, name: string): boolean {
+    this.deleteEntriesStmt.run(tenant.accountId, tenant.environment, name);
+    return this.deleteStmt.run(tenant.accountId, tenant.environment, name).changes === 1;
+  }
+
+  /** Live entries of every list of the tenant, grouped by list. */
+  liveEntries(tenant: Tenant, now: number): Map<string, StoredEntry[]> {
+    const byList = new Map<string, StoredEntry[]>();
+    for (const row of this.entriesStmt.iterate(tenant.accountId, tenant.environment, now)) {
+      let entries = byList.get(row.list_name);
+      if (!entries) byList.set(row.list_name, (entries = []));
+      entries.push({ value: row.value, expiresAt: row.expires_at ?? undefined });
+    }
+    return byList;
+  }
+
+  page(tenant: Tenant, name: string, now: number, limit: number, offset: number): StoredEntry[] {
+    return this.pageStmt
+      .all(tenant.accountId, tenant.environment, name, now, limit, offset)
+      .map((row) => ({ value: row.value, expiresAt: row.expires_at ?? undefined }));
+  }
+
+  /** Adds or renews one entry; true when it was new. Call inside a transaction with `touch`. */
+  putEntry(tenant: Tenant, name: string, entry: StoredEntry, now: number): boolean {
+    const existed = this.findEntryStmt.get(tenant.accountId, tenant.environment, name, entry.value) !== undefined;
+    this.putEntryStmt.run(tenant.accountId, tenant.environment, name, entry.value, entry.expiresAt ?? null, now);
+    return !existed;
+  }
+
+  removeEntry(tenant: Tenant, name: string, value: string): boolean {
+    return this.removeEntryStmt.run(tenant.accountId, tenant.environment, name, value).changes === 1;
+  }
+
+  touch(tenant: Tenant, name: string, now: number): void {
+    this.touchStmt.run(now, tenant.accountId, tenant.environment, name);
+  }
+
+  prune(now: number): number {
+    return this.pruneStmt.run(now).changes;
+  }
+}

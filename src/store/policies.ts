@@ -1,0 +1,99 @@
+import type { RuleDefinition } from "../policies/index.js";
+import type { Db } from "./database.js";
+import type { Tenant } from "./tenant.js";
+
+/** A custom policy as stored (the built-in one is not stored: it is code). */
+export interface StoredPolicy {
+  id: string;
+  name: string;
+  description: string;
+  status: "active" | "shadow" | "disabled";
+  rules: RuleDefinition[];
+  actions: string[];
+  priority: number;
+  version: number;
+  createdAt: number;
+  updatedAt: number;
+}
+
+interface PolicyRow {
+  id: string;
+  name: string;
+  description: string;
+  status: StoredPolicy["status"];
+  rules: string;
+  actions: string;
+  priority: number;
+  version: number;
+  created_at: number;
+  updated_at: number;
+}
+
+function toPolicy(row: PolicyRow): StoredPolicy {
+  return {
+    id: row.id,
+    name: row.name,
+    description: row.description,
+    status: row.status,
+    rules: JSON.parse(row.rules) as RuleDefinition[],
+    actions: JSON.parse(row.actions) as string[],
+    priority: row.priority,
+    version: row.version,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** Policies per tenant; every saved version is also kept in policy_versions. */
+export class PolicyRepository {
+  private readonly listStmt;
+  private readonly getStmt;
+  private readonly insertStmt;
+  private readonly updateStmt;
+  private readonly deleteStmt;
+  private readonly versionStmt;
+
+  constructor(db: Db) {
+    this.listStmt = db.prepare<[string, string], PolicyRow>(
+      "SELECT * FROM policies WHERE account_id = ? AND environment = ? ORDER BY priority DESC, created_at, id",
+    );
+    this.getStmt = db.prepare<[string, string, string], PolicyRow>("SELECT * FROM policies WHERE id = ? AND account_id = ? AND environment = ?");
+    this.insertStmt = db.prepare(
+      `INSERT INTO policies VALUES (@id, @accountId, @environment, @name, @description, @status, @rules, @actions, @priority, @version, @createdAt, @updatedAt)`,
+    );
+    this.updateStmt = db.prepare(
+      `UPDATE policies SET name = @name, description = @description, status = @status, rules = @rules, actions = @actions,
+         priority = @priority, version = @version, updated_at = @updatedAt
+       WHERE id = @id AND account_id = @accountId AND environment = @environment`,
+    );
+    this.deleteStmt = db.prepare<[string, string, string]>("DELETE FROM policies WHERE id = ? AND account_id = ? AND environment = ?");
+    this.versionStmt = db.prepare(
+      "INSERT INTO policy_versions VALUES (@id, @version, @accountId, @environment, @snapshot, @updatedAt)",
+    );
+  }
+
+  list(tenant: Tenant): StoredPolicy[] {
+    return this.listStmt.all(tenant.accountId, tenant.environment).map(toPolicy);
+  }
+
+  get(tenant: Tenant, id: string): StoredPolicy | undefined {
+    const row = this.getStmt.get(id, tenant.accountId, tenant.environment);
+    return row && toPolicy(row);
+  }
+
+  /** Inserts or updates the policy and records the version (call inside a transaction). */
+  save(tenant: Tenant, policy: StoredPolicy, isNew: boolean): void {
+    const row = {
+      ...policy,
+      ...tenant,
+      rules: JSON.stringify(policy.rules),
+      actions: JSON.stringify(policy.actions),
+    };
+    (isNew ? this.insertStmt : this.updateStmt).run(row);
+    this.versionStmt.run({ ...row, snapshot: JSON.stringify(policy) });
+  }
+
+  delete(tenant: Tenant, id: string): boolean {
+    return this.deleteStmt.run(id, tenant.accountId, tenant.environment).changes === 1;
+  }
+}

@@ -1,0 +1,232 @@
+import fs from "node:fs";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { WebhookEvent } from "../src/webhooks/events.js";
+import { ManualClock } from "./helpers/clock.js";
+import { HUMAN_DESKTOP, UK_IP, botAttack } from "./helpers/inputs.js";
+import { startTestServer, tempDir, type TestServer } from "./helpers/server.js";
+
+const TOR_EXIT = "185.220.101.45";
+const clock = new ManualClock();
+let server: TestServer;
+let key: string;
+let otherKey: string;
+const events: WebhookEvent[] = [];
+let torDir: string;
+
+interface PolicyJson { id: string; name: string; description: string; status: string; rules: Array<{ condition: string; action: string; description: string }>; actions: string[]; priority: number; version: number; builtIn: boolean }
+interface ErrorJson { success: false; error: { code: string; message: string; details: { fieldViolations?: Array<{ field: string; description: string }> } } }
+
+beforeAll(async () => {
+  torDir = tempDir("tor-");
+  fs.writeFileSync(path.join(torDir, "exits.txt"), `${TOR_EXIT}\n`);
+  server = await startTestServer({ clock, config: { torExitListPath: path.join(torDir, "exits.txt") } });
+  server.app.events.addSink((_tenant, event) => {
+    events.push(event);
+  });
+  key = server.createAccount("Acme").keys.live.secret;
+  otherKey = server.createAccount("Globex").keys.live.secret;
+});
+afterAll(async () => {
+  await server.close();
+  fs.rmSync(torDir, { recursive: true, force: true });
+});
+
+async function call<T>(method: string, path: string, body?: unknown, as = key): Promise<{ status: number; body: T }> {
+  const res = await fetch(`${server.url}${path}`, {
+    method,
+    headers: { "content-type": "application/json", "x-api-key": as },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: (text ? JSON.parse(text) : undefined) as T };
+}
+
+async function decide(body: Record<string, unknown>) {
+  const { body: res } = await call<{ data: { decision: string; score: number; reasons: string[]; evidenceId: string } }>("POST", "/api/v1/decide", body);
+  const row = server.app.db.prepare("SELECT id, record FROM decisions WHERE evidence_id = ?").get(res.data.evidenceId) as { id: string; record: string };
+  const record = JSON.parse(row.record) as { policyResults: Array<{ policyId: string; policyVersion: number; mode: string; matchedRule: number; action: string; error: string }> };
+  return { ...res.data, id: row.id, policyResults: record.policyResults };
+}
+
+describe("policies", () => {
+  it("lists the built-in 'Default Thresholds' policy as a bare object", async () => {
+    const { status, body } = await call<{ policies: PolicyJson[] }>("GET", "/api/v1/policies");
+    expect(status).toBe(200);
+    expect(Object.keys(body)).toEqual(["policies"]);
+    expect(body.policies).toHaveLength(1);
+    expect(body.policies[0]).toMatchObject({
+      name: "Default Thresholds",
+      status: "active",
+      builtIn: true,
+      rules: [
+        { condition: "score >= 70", action: "deny", description: "deny when score is at least 70" },
+        { condition: "score >= 30 AND score < 70", action: "challenge", description: "challenge when score is at least 30 and below 70" },
+      ],
+    });
+  });
+
+  it("creates policies in the specification's documented forms, in shadow by default", async () => {
+    const { status, body } = await call<PolicyJson>("POST", "/api/v1/policies", {
+      name: "Mid band",
+      description: "challenge the middle band",
+      rules: [{ condition: "score >= 30 AND score < 70", action: "challenge" }, { condition: "signals.network.tor == true", action: "deny", description: "Tor" }],
+      actions: ["login"],
+      priority: 5,
+    });
+    expect(status).toBe(201);
+    expect(body).toMatchObject({ name: "Mid band", status: "shadow", version: 1, builtIn: false, priority: 5, actions: ["login"] });
+    expect(body.id).toMatch(/^pol_/);
+    const listed = await call<{ policies: PolicyJson[] }>("GET", "/api/v1/policies");
+    expect(listed.body.policies.map((p) => p.name)).toEqual(["Mid band", "Default Thresholds"]);
+    const got = await call<PolicyJson>("GET", `/api/v1/policies/${body.id}`);
+    expect(got.body).toEqual(body);
+    expect((await call("GET", `/api/v1/policies/${body.id}`, undefined, otherKey)).status).toBe(404);
+  });
+
+  it("refuses conditions that do not compile, name unknown variables or have the wrong type, naming rule and position", async () => {
+    const cases = [
+      { condition: "signals.network.torr == true", field: "rules[0].condition", text: /rule 0 at 1:\d+: .*torr/ },
+      { condition: 'score == "high"', field: "rules[0].condition", text: /rule 0 at 1:\d+/ },
+      { condition: "score >= ", field: "rules[0].condition", text: /rule 0 at 1:\d+/ },
+      { condition: "nobody > 3", field: "rules[0].condition", text: /nobody/ },
+    ];
+    for (const bad of cases) {
+      const { status, body } = await call<ErrorJson>("POST", "/api/v1/policies", { name: "bad", rules: [{ condition: bad.condition, action: "deny" }] });
+      expect(status, bad.condition).toBe(400);
+      expect(body.error.code).toBe("VALIDATION_ERROR");
+      expect(body.error.details.fieldViolations?.[0]?.field).toBe(bad.field);
+      expect(body.error.details.fieldViolations?.[0]?.description).toMatch(bad.text);
+    }
+    const badAction = await call<ErrorJson>("POST", "/api/v1/policies", { name: "bad", rules: [{ condition: "true", action: "explode" }] });
+    expect(badAction.status).toBe(400);
+    expect(badAction.body.error.details.fieldViolations?.[0]?.field).toBe("rules[0].action");
+  });
+
+  it("versions every change and protects the built-in policy", async () => {
+    const created = (await call<PolicyJson>("POST", "/api/v1/policies", { name: "v", rules: [{ condition: "score > 99", action: "deny" }] })).body;
+    const updated = await call<PolicyJson>("PUT", `/api/v1/policies/${created.id}`, { name: "v2", status: "disabled", rules: [{ condition: "score > 98", action: "deny" }] });
+    expect(updated.status).toBe(200);
+    expect(updated.body).toMatchObject({ name: "v2", version: 2, status: "disabled" });
+    const versions = server.app.db.prepare("SELECT version FROM policy_versions WHERE policy_id = ? ORDER BY version").all(created.id) as Array<{ version: number }>;
+    expect(versions.map((v) => v.version)).toEqual([1, 2]);
+    expect((await call("DELETE", `/api/v1/policies/${created.id}`)).status).toBe(204);
+    expect((await call("GET", `/api/v1/policies/${created.id}`)).status).toBe(404);
+    expect((await call<ErrorJson>("DELETE", "/api/v1/policies/pol_default_thresholds")).status).toBe(409);
+    expect((await call<ErrorJson>("PUT", "/api/v1/policies/pol_default_thresholds", { name: "x", rules: [{ condition: "true", action: "allow" }] })).status).toBe(409);
+  });
+});
+
+describe("policies acting on decisions", () => {
+  let torPolicy: PolicyJson;
+
+  it("records shadow results without changing the decision, in the record, the decision event and policy.triggered", async () => {
+    torPolicy = (await call<PolicyJson>("POST", "/api/v1/policies", { name: "Tor allowed for logins", status: "shadow", priority: 50, actions: ["login"], rules: [{ condition: "signals.network.tor == true", action: "allow", description: "trust Tor logins" }] })).body;
+    const result = await decide({ userId: "tor_user", action: "login", ip: TOR_EXIT, ...HUMAN_DESKTOP });
+    expect(result.reasons).toContain("TOR_EXIT");
+    const shadow = result.policyResults.find((r) => r.policyId === torPolicy.id);
+    expect(shadow).toMatchObject({ mode: "shadow", matchedRule: 0, action: "allow", policyVersion: 1 });
+    const defaultResult = result.policyResults.find((r) => r.policyId === "pol_default_thresholds");
+    expect(defaultResult?.mode).toBe("active");
+    await server.app.outbox.drain();
+    const triggered = events.filter((e) => e.type === "policy.triggered" && (e.data as { decisionId: string }).decisionId === result.id);
+    expect(triggered.find((e) => (e.data as { policyId: string }).policyId === torPolicy.id)?.data).toMatchObject({ policyStatus: "shadow", applied: false, ruleIndex: 0 });
+    const decisionEvent = events.find((e) => e.type.startsWith("decision.") && (e.data as { decisionId: string }).decisionId === result.id);
+    expect((decisionEvent?.data as { shadowResults: Array<{ policyId: string; decision: string }> }).shadowResults).toContainEqual(expect.objectContaining({ policyId: torPolicy.id, decision: "allow", matchedRules: [0] }));
+  });
+
+  it("lets the first matching rule of the highest-priority active policy decide, scoped to its actions", async () => {
+    const denyTor = (await call<PolicyJson>("POST", "/api/v1/policies", { name: "Deny Tor signups", status: "active", priority: 10, actions: ["signup"], rules: [{ condition: "signals.network.tor == true", action: "deny" }] })).body;
+    const signup = await decide({ userId: "tor_signup", action: "signup", ip: TOR_EXIT, ...HUMAN_DESKTOP });
+    expect(signup.decision).toBe("deny");
+    expect(signup.policyResults.find((r) => r.policyId === denyTor.id)).toMatchObject({ mode: "active", matchedRule: 0, action: "deny" });
+    // Not in scope for logins: the policy is not evaluated at all.
+    const login = await decide({ userId: "tor_login", action: "login", ip: TOR_EXIT, ...HUMAN_DESKTOP });
+    expect(login.policyResults.some((r) => r.policyId === denyTor.id)).toBe(false);
+  });
+
+  it("lets an allow-list rule override a high score, with lookups in named lists", async () => {
+    expect((await call("PUT", "/api/v1/lists/vip_users", { kind: "user", type: "allow", description: "known good" })).status).toBe(200);
+    const added = await call<{ data: { added: number; updated: number } }>("POST", "/api/v1/lists/vip_users/entries", { entries: [{ value: "vip_1" }] });
+    expect(added.body.data).toEqual({ added: 1, updated: 0 });
+    await call<PolicyJson>("POST", "/api/v1/policies", { name: "VIPs", status: "active", priority: 100, rules: [{ condition: "userId in lists.vip_users", action: "allow" }] });
+    const vip = await decide({ userId: "vip_1", action: "checkout", ...botAttack(TOR_EXIT) });
+    expect(vip.score).toBeGreaterThanOrEqual(80);
+    expect(vip.decision).toBe("allow");
+    const other = await decide({ userId: "not_vip", action: "checkout", ...botAttack(TOR_EXIT) });
+    expect(other.decision).toBe("deny");
+  });
+
+  it("matches IP lists by CIDR range, honours entry expiry, and feeds deny lists to the engine", async () => {
+    await call("PUT", "/api/v1/lists/blocked_ips", { kind: "ip", type: "deny" });
+    const expiresAt = new Date(clock.now() + 60_000).toISOString();
+    await call("POST", "/api/v1/lists/blocked_ips/entries", { entries: [{ value: "81.2.69.0/24", expiresAt }, { value: "2a00:1450::/32" }] });
+    await call<PolicyJson>("POST", "/api/v1/policies", { name: "Blocked networks", status: "active", priority: 90, rules: [{ condition: "ip in lists.blocked_ips", action: "deny" }] });
+    const blocked = await decide({ userId: "net_user", action: "login", ip: "81.2.69.200", ...HUMAN_DESKTOP });
+    expect(blocked.decision).toBe("deny");
+    expect(blocked.reasons).toContain("DENYLISTED");
+    clock.advance(61_000);
+    const expired = await decide({ userId: "net_user2", action: "login", ip: "81.2.69.200", ...HUMAN_DESKTOP });
+    expect(expired.decision).toBe("allow");
+    const v6 = await decide({ userId: "net_user3", action: "login", ip: "2a00:1450:4001::1", ...HUMAN_DESKTOP });
+    expect(v6.decision).toBe("deny");
+    const list = await call<{ data: { list: { entryCount: number }; entries: Array<{ value: string }> } }>("GET", "/api/v1/lists/blocked_ips");
+    expect(list.body.data.list.entryCount).toBe(1);
+    expect(list.body.data.entries.map((e) => e.value)).toEqual(["2a00:1450::/32"]);
+    const bad = await call<ErrorJson>("POST", "/api/v1/lists/blocked_ips/entries", { entries: [{ value: "999.1.1.1" }] });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.details.fieldViolations?.[0]?.field).toBe("entries[0].value");
+    expect((await call("PUT", "/api/v1/lists/blocked_ips", { kind: "user", type: "deny" })).status).toBe(409);
+    await call("POST", "/api/v1/lists/blocked_ips/remove", { values: ["2a00:1450::/32"] });
+    const cleared = await decide({ userId: "net_user4", action: "login", ip: "2a00:1450:4001::1", ...HUMAN_DESKTOP });
+    expect(cleared.decision).toBe("allow");
+  });
+
+  it("records a rule that fails at evaluation time as an error and never fails the decision", async () => {
+    const failing = (await call<PolicyJson>("POST", "/api/v1/policies", { name: "Gold tier", status: "shadow", rules: [{ condition: 'metadata.tier == "gold"', action: "allow" }] })).body;
+    const result = await decide({ userId: "meta_user", action: "login", ip: UK_IP, ...HUMAN_DESKTOP });
+    const entry = result.policyResults.find((r) => r.policyId === failing.id);
+    expect(entry?.matchedRule).toBe(-1);
+    expect(entry?.error).toMatch(/rule 0: .*tier/);
+    const metrics = await (await fetch(`${server.url}/api/metrics`)).text();
+    expect(metrics).toMatch(/fraud_policy_rule_errors_total\{kind="evaluation"\} [1-9]/);
+  });
+
+  it("backtests with the live evaluation code, so a replay agrees with what happened live", async () => {
+    // The Tor shadow policy matched live on Tor logins; replayed, it matches the same decisions and would change them to allow.
+    const replay = await call<{ data: { evaluated: number; changed: number; matched: number; transitions: Array<{ from: string; to: string; count: number }>; examples: Array<{ decisionId: string; to: string }> } }>("POST", `/api/v1/policies/${torPolicy.id}/backtest`, { window: { from: new Date(clock.now() - 3_600_000).toISOString(), to: new Date(clock.now() + 1000).toISOString() } });
+    expect(replay.status).toBe(200);
+    const liveMatches = (server.app.db.prepare("SELECT record FROM decisions").all() as Array<{ record: string }>)
+      .filter((row) => (JSON.parse(row.record) as { policyResults: Array<{ policyId: string; matchedRule: number }> }).policyResults.some((r) => r.policyId === torPolicy.id && r.matchedRule >= 0)).length;
+    expect(replay.body.data.matched).toBe(liveMatches);
+    expect(replay.body.data.evaluated).toBeGreaterThan(replay.body.data.matched);
+    expect(replay.body.data.transitions.every((t) => t.to === "allow")).toBe(true);
+    // Make it active: new decisions follow it, and replaying it over them changes nothing.
+    await call("PUT", `/api/v1/policies/${torPolicy.id}`, { name: torPolicy.name, status: "active", priority: 50, actions: ["login"], rules: torPolicy.rules });
+    clock.advance(1000);
+    const since = clock.now();
+    for (let i = 0; i < 3; i++) expect((await decide({ userId: `after_${i}`, action: "login", ip: TOR_EXIT, ...HUMAN_DESKTOP })).decision).toBe("allow");
+    const agree = await call<{ data: { evaluated: number; changed: number } }>("POST", `/api/v1/policies/${torPolicy.id}/backtest`, { window: { from: new Date(since).toISOString(), to: new Date(clock.now() + 1).toISOString() } });
+    expect(agree.body.data).toMatchObject({ evaluated: 3, changed: 0 });
+  });
+
+  it("backtests a draft without saving it, and validates the window", async () => {
+    const draft = await call<{ data: { evaluated: number; changed: number; transitions: Array<{ from: string; to: string }> } }>("POST", "/api/v1/policies/backtest", { name: "draft", rules: [{ condition: "score >= 10", action: "deny" }], priority: 1000, window: { from: new Date(clock.now() - 86_400_000).toISOString() } });
+    expect(draft.status).toBe(200);
+    expect(draft.body.data.evaluated).toBeGreaterThan(0);
+    expect(draft.body.data.transitions.every((t) => t.to === "deny")).toBe(true);
+    const before = (await call<{ policies: PolicyJson[] }>("GET", "/api/v1/policies")).body.policies.length;
+    expect(before).toBeGreaterThan(1);
+    expect((await call<{ policies: PolicyJson[] }>("GET", "/api/v1/policies")).body.policies.some((p) => p.name === "draft")).toBe(false);
+    const backwards = await call<ErrorJson>("POST", "/api/v1/policies/backtest", { rules: [{ condition: "true", action: "deny" }], window: { from: new Date(clock.now()).toISOString(), to: new Date(clock.now() - 1000).toISOString() } });
+    expect(backwards.status).toBe(400);
+    expect((await call<ErrorJson>("POST", "/api/v1/policies/pol_nope/backtest", {})).status).toBe(404);
+  });
+});
+
+describe("audit of policy and list changes", () => {
+  it("records every policy and list change in the signed audit log", () => {
+    const actions = (server.app.db.prepare("SELECT action FROM audit_log").all() as Array<{ action: string }>).map((row) => row.action);
+    expect(actions).toEqual(expect.arrayContaining(["policy.created", "policy.updated", "policy.deleted", "list.updated", "list.entries_added", "list.entries_removed"]));
+  });
+});

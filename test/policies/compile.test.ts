@@ -1,0 +1,274 @@
+import { describe, expect, it } from "vitest";
+import {
+  DEFAULT_POLICY,
+  PolicyCache,
+  compilePolicy,
+  compilePolicyUncached,
+  evaluatePolicies,
+  formatCompileError,
+} from "../../src/policies/index.js";
+import type { PolicyCompileError, PolicyDefinition } from "../../src/policies/index.js";
+import { cleanSignals, context, policy } from "./fixtures.js";
+
+function errorsOf(definition: PolicyDefinition): readonly PolicyCompileError[] {
+  const result = compilePolicyUncached(definition);
+  if (result.ok) throw new Error("expected the policy to be refused");
+  return result.errors;
+}
+
+/** The single error of a one-rule policy with this condition. */
+function refusal(condition: string): PolicyCompileError {
+  const errors = errorsOf(policy([{ condition, action: "deny" }]));
+  expect(errors).toHaveLength(1);
+  return errors[0] as PolicyCompileError;
+}
+
+function matches(condition: string, overrides: Parameters<typeof context>[0] = {}): boolean {
+  const result = compilePolicyUncached(policy([{ condition, action: "deny" }]));
+  if (!result.ok) throw new Error(result.errors.map(formatCompileError).join("; "));
+  const evaluation = evaluatePolicies([result.policy], context(overrides));
+  expect(evaluation.results[0]?.errors).toEqual([]);
+  return evaluation.results[0]?.matchedRule === 0;
+}
+
+describe("the specification's condition forms", () => {
+  it("accepts `score >= 30 AND score < 70` as written", () => {
+    expect(matches("score >= 30 AND score < 70", { score: 30 })).toBe(true);
+    expect(matches("score >= 30 AND score < 70", { score: 69 })).toBe(true);
+    expect(matches("score >= 30 AND score < 70", { score: 70 })).toBe(false);
+    expect(matches("score >= 30 AND score < 70", { score: 29 })).toBe(false);
+  });
+
+  it("accepts `signals.network.tor == true` as written", () => {
+    const signals = cleanSignals();
+    expect(matches("signals.network.tor == true", { signals })).toBe(false);
+    signals.network.tor = true;
+    expect(matches("signals.network.tor == true", { signals })).toBe(true);
+  });
+
+  it("accepts OR, NOT and the CEL operators alike", () => {
+    expect(matches("score > 90 OR action == 'login'")).toBe(true);
+    expect(matches("NOT signals.network.tor AND score < 20")).toBe(true);
+    expect(matches("!signals.network.tor && (score < 20 || false)")).toBe(true);
+  });
+
+  it("keeps AND, OR and NOT inside strings and identifiers-like values literal", () => {
+    const signals = cleanSignals();
+    signals.userAgent.os = "ANDROID";
+    expect(matches("signals.userAgent.os == 'ANDROID' AND NOT (metadata.note == 'A AND B')", {
+      signals,
+      metadata: { note: "A && B" },
+    })).toBe(true);
+    expect(matches("metadata.note == 'A AND B OR NOT C'", { metadata: { note: "A AND B OR NOT C" } })).toBe(true);
+  });
+});
+
+describe("the documented variables", () => {
+  it("reads request fields, metadata, signals and lists", () => {
+    const overrides = {
+      score: 55,
+      action: "checkout",
+      amount: 1200.5,
+      currency: "EUR",
+      metadata: { plan: "pro", seats: 3, tags: ["b2b"] },
+    };
+    expect(matches("amount > 1000 AND currency == 'EUR' AND action == 'checkout'", overrides)).toBe(true);
+    expect(matches("amount * 2 > 2400 AND amount / 2 < 601", overrides)).toBe(true);
+    expect(matches("userId == 'user_4821' AND email.endsWith('@gmail.com')", overrides)).toBe(true);
+    expect(matches("ip == '81.2.69.160' AND deviceId.startsWith('vis_')", overrides)).toBe(true);
+    expect(matches("metadata.plan == 'pro' AND metadata.seats >= 3 AND 'b2b' in metadata.tags", overrides)).toBe(true);
+    expect(matches("has(metadata.plan) AND NOT has(metadata.coupon)", overrides)).toBe(true);
+    expect(matches("signals.velocity.user.lastDay + signals.velocity.ip.lastDay == 4", overrides)).toBe(true);
+    expect(matches("size(signals.consortium.indicatorTypes) == 0 AND signals.geo.country in ['GB', 'IE']")).toBe(true);
+    expect(matches("signals.amount.value == null AND signals.graph.hops == null")).toBe(true);
+    expect(matches("['a', 'b'].exists(x, x == 'b') AND [1, 2].all(n, n > 0) AND [1, 2].map(n, n * 2)[1] == 4")).toBe(true);
+  });
+
+  it("compiles every example in docs/policies.md", () => {
+    const examples = [
+      "signals.email.disposable AND action == 'signup'",
+      "signals.geo.country in ['KP', 'IR'] AND NOT signals.network.private",
+      "signals.device.webdriver OR signals.userAgent.automation",
+      "amount > 1000 AND signals.history.newDevice AND signals.amount.ratioToMax != null AND signals.amount.ratioToMax > 5",
+      "'ip' in signals.consortium.indicatorTypes",
+      "signals.consortium.indicatorTypes.exists(t, t == 'email')",
+      "size(metadata.items) > 20",
+      "currency in ['XMR', 'ZEC']",
+      "userId.startsWith('test_')",
+      "has(metadata.plan) AND metadata.plan == 'free'",
+      "signals.velocity.user.lastHour > 20",
+      "ip in lists.office_ips AND score < 95",
+      "deviceId in lists.bad_devices",
+    ];
+    for (const condition of examples) {
+      expect(compilePolicyUncached(policy([{ condition, action: "deny" }])).ok, condition).toBe(true);
+    }
+  });
+
+  it("supports matches(), ?:, filter() and exists_one()", () => {
+    expect(matches("email.matches('^jane\\\\.[a-z]+@') AND (score > 5 ? true : false)")).toBe(true);
+    expect(matches("[3, 1, 2].filter(n, n > 1).size() == 2 AND [1, 2].exists_one(n, n == 2)")).toBe(true);
+  });
+
+  it("reads absent request fields as empty string and amount 0", () => {
+    expect(matches("amount == 0 AND currency == '' AND email == ''", { email: undefined })).toBe(true);
+  });
+
+  it("knows every field of the engine's signals object", () => {
+    // Walks a real Signals value, so the checker's description cannot miss or mistype a field.
+    const paths: string[] = [];
+    const walk = (value: unknown, path: string): void => {
+      if (typeof value === "object" && value !== null && !Array.isArray(value)) {
+        for (const [key, item] of Object.entries(value)) walk(item, `${path}.${key}`);
+      } else {
+        paths.push(path);
+      }
+    };
+    walk(cleanSignals(), "signals");
+    expect(paths.length).toBeGreaterThan(90);
+    for (const path of paths) {
+      expect(matches(`${path} == ${path}`), path).toBe(true);
+    }
+  });
+});
+
+describe("refused conditions", () => {
+  it("names the rule index and the position of an unknown signal path", () => {
+    const errors = errorsOf(
+      policy([
+        { condition: "score > 90", action: "deny" },
+        { condition: "score > 50 AND signals.network.torr", action: "deny" },
+      ]),
+    );
+    expect(errors).toEqual([
+      {
+        ruleIndex: 1,
+        position: { offset: 31, line: 1, column: 32 },
+        message: "signals.network has no field 'torr'",
+      },
+    ]);
+    expect(formatCompileError(errors[0] as PolicyCompileError)).toBe(
+      "rule 1 at 1:32: signals.network has no field 'torr'",
+    );
+  });
+
+  it("refuses unknown variables and categories", () => {
+    expect(refusal("riskScore > 10")).toMatchObject({ position: { offset: 0 }, message: "unknown variable 'riskScore'" });
+    expect(refusal("signals.networks.tor")).toMatchObject({
+      position: { offset: 8 },
+      message: "signals has no field 'networks'",
+    });
+    expect(refusal("signals.network.tor.value")).toMatchObject({ message: "cannot read field 'value' of bool" });
+  });
+
+  it("reports line and column in multi-line conditions", () => {
+    expect(refusal("score > 10 AND\n  signals.geo.county == 'GB'").position).toEqual({ offset: 29, line: 2, column: 15 });
+  });
+
+  it("refuses comparisons and operators of the wrong type", () => {
+    expect(refusal('score == "high"').message).toBe("== cannot be applied to (number, string)");
+    expect(refusal("signals.network.tor > 3").message).toBe("> cannot be applied to (bool, number)");
+    expect(refusal("signals.network.tor == 1").message).toBe("== cannot be applied to (bool, number)");
+    expect(refusal("signals.geo.country == null").message).toBe("== cannot be applied to (string, null)");
+    expect(refusal("'a' - 'b' == ''").message).toBe("- cannot be applied to (string, string)");
+    expect(refusal("NOT score").message).toBe("operand of ! must be a boolean, not number");
+    expect(refusal("score > 1 AND amount").message).toBe("operand of && must be a boolean, not number");
+    expect(refusal("score in ['a']").message).toBe("in cannot be applied to (number, list(string))");
+    expect(refusal("score % 2 == 0").message).toBe("% is not supported: numbers in conditions are doubles");
+  });
+
+  it("refuses a condition that is not a boolean, pointing at its operator", () => {
+    expect(refusal("score + 1")).toEqual({
+      ruleIndex: 0,
+      position: { offset: 6, line: 1, column: 7 },
+      message: "condition must be a boolean, not number",
+    });
+    expect(refusal("signals.geo.country").message).toBe("condition must be a boolean, not string");
+  });
+
+  it("refuses unknown functions and methods", () => {
+    expect(refusal("int(score) > 3").message).toBe("unknown function 'int'");
+    expect(refusal("email.lowerAscii() == ''").message).toBe("unknown method 'lowerAscii' on string");
+  });
+
+  it("refuses lists used other than with `in`", () => {
+    expect(refusal("size(lists.vip) > 0").message).toBe("size() cannot be applied to lists.vip");
+    expect(refusal("lists.vip == lists.vip").message).toBe("== cannot be applied to (lists.vip, lists.vip)");
+    expect(refusal("score in lists.vip").message).toBe("in cannot be applied to (number, lists.vip)");
+  });
+
+  it("reports syntax errors with the parser's position", () => {
+    // The parser reports where its grammar gave up, which can be before the culprit; assert only that it is there.
+    for (const condition of ["score >= AND 30", "score > 'unterminated", "score >\n  (1", ""]) {
+      const error = refusal(condition);
+      expect(error.message).toMatch(/^syntax error: /);
+      expect(error.position).not.toBeNull();
+    }
+    expect(refusal("score > 1\n  && ) ").position?.line).toBe(2);
+  });
+
+  it("refuses unknown actions and statuses, every error at once", () => {
+    const errors = errorsOf(
+      policy(
+        [
+          { condition: "score > 90", action: "block" },
+          { condition: "score >", action: "review" },
+        ],
+        { status: "paused" },
+      ),
+    );
+    expect(errors.map(formatCompileError)).toEqual([
+      "policy: unknown status 'paused'",
+      "rule 0: unknown action 'block'",
+      expect.stringMatching(/^rule 1 at 1:\d+: syntax error: /),
+    ]);
+  });
+});
+
+describe("compile cache", () => {
+  it("compiles once per (id, version)", () => {
+    const cache = new PolicyCache();
+    const definition = policy([{ condition: "score > 90", action: "deny" }]);
+    const first = cache.compile(definition);
+    const second = cache.compile({ ...definition, rules: [...definition.rules] });
+    expect(first.ok && second.ok && first.policy === second.policy).toBe(true);
+    const bumped = cache.compile({ ...definition, version: 2 });
+    expect(bumped.ok && first.ok && bumped.policy !== first.policy).toBe(true);
+    expect(cache.size).toBe(2);
+  });
+
+  it("recompiles when the content changed under the same version", () => {
+    const cache = new PolicyCache();
+    const definition = policy([{ condition: "score > 90", action: "deny" }]);
+    const first = cache.compile(definition);
+    const edited = cache.compile({ ...definition, rules: [{ condition: "score > 10", action: "deny" }] });
+    expect(edited.ok && first.ok && edited.policy !== first.policy).toBe(true);
+    expect(edited.ok && edited.policy.rules[0]?.condition).toBe("score > 10");
+  });
+
+  it("drops the least recently used entries beyond its bound", () => {
+    const cache = new PolicyCache(2);
+    const a = policy([{ condition: "score > 1", action: "deny" }]);
+    const b = policy([{ condition: "score > 2", action: "deny" }]);
+    const c = policy([{ condition: "score > 3", action: "deny" }]);
+    const firstA = cache.compile(a);
+    cache.compile(b);
+    cache.compile(a);
+    cache.compile(c);
+    expect(cache.size).toBe(2);
+    const againA = cache.compile(a);
+    expect(firstA.ok && againA.ok && firstA.policy === againA.policy).toBe(true);
+  });
+
+  it("does not cache refused policies", () => {
+    const cache = new PolicyCache();
+    expect(cache.compile(policy([{ condition: "nope", action: "deny" }])).ok).toBe(false);
+    expect(cache.size).toBe(0);
+  });
+
+  it("shares a default cache through compilePolicy", () => {
+    const first = compilePolicy(DEFAULT_POLICY);
+    const second = compilePolicy(DEFAULT_POLICY);
+    expect(first.ok && second.ok && first.policy === second.policy).toBe(true);
+  });
+});

@@ -1,0 +1,230 @@
+import { describe, expect, it } from "vitest";
+import { decideFromScore } from "../../src/engine/score.js";
+import {
+  DEFAULT_POLICY,
+  ListSnapshot,
+  compilePolicyUncached,
+  evaluatePolicies,
+} from "../../src/policies/index.js";
+import type { CompiledPolicy, PolicyDefinition, RuleDefinition } from "../../src/policies/index.js";
+import { context, policy } from "./fixtures.js";
+
+function compile(definition: PolicyDefinition): CompiledPolicy {
+  const result = compilePolicyUncached(definition);
+  if (!result.ok) throw new Error(JSON.stringify(result.errors));
+  return result.policy;
+}
+
+const rule = (condition: string, action: RuleDefinition["action"] = "deny"): RuleDefinition => ({ condition, action });
+const defaultPolicy = compile(DEFAULT_POLICY);
+
+describe("the built-in Default Thresholds policy", () => {
+  it("is active, lowest priority, with the specification's two rules", () => {
+    expect(DEFAULT_POLICY).toMatchObject({
+      name: "Default Thresholds",
+      status: "active",
+      builtIn: true,
+      actions: [],
+      rules: [
+        { condition: "score >= 70", action: "deny", description: "deny when score is at least 70" },
+        {
+          condition: "score >= 30 AND score < 70",
+          action: "challenge",
+          description: "challenge when score is at least 30 and below 70",
+        },
+      ],
+    });
+  });
+
+  it("decides exactly like decideFromScore for every score 0..100", () => {
+    for (let score = 0; score <= 100; score++) {
+      const evaluation = evaluatePolicies([defaultPolicy], context({ score }));
+      expect(evaluation.decision, `score ${score}`).toBe(decideFromScore(score));
+    }
+  });
+
+  it("names the rule that decided, or the score when none matched", () => {
+    expect(evaluatePolicies([defaultPolicy], context({ score: 85 })).decidedBy).toMatchObject({
+      policyId: DEFAULT_POLICY.id,
+      ruleIndex: 0,
+      action: "deny",
+    });
+    expect(evaluatePolicies([defaultPolicy], context({ score: 45 })).decidedBy).toMatchObject({ ruleIndex: 1 });
+    const low = evaluatePolicies([defaultPolicy], context({ score: 5 }));
+    expect(low.decidedBy).toBeNull();
+    expect(low.results).toEqual([
+      { policyId: DEFAULT_POLICY.id, version: 1, mode: "active", matchedRule: -1, action: null, errors: [] },
+    ]);
+  });
+
+  it("falls back to the score when there are no policies at all", () => {
+    expect(evaluatePolicies([], context({ score: 75 }))).toMatchObject({ decision: "deny", decidedBy: null, results: [] });
+  });
+});
+
+describe("precedence", () => {
+  it("evaluates higher priority first, whatever the input order", () => {
+    const low = compile(policy([rule("score > 10", "deny")], { priority: 1 }));
+    const high = compile(policy([rule("score > 10", "allow")], { priority: 5 }));
+    for (const order of [[low, high], [high, low]]) {
+      const evaluation = evaluatePolicies(order, context({ score: 50 }));
+      expect(evaluation.decision).toBe("allow");
+      expect(evaluation.decidedBy?.policyId).toBe(high.id);
+      // The lower policy is not evaluated once a higher one decided.
+      expect(evaluation.results.map((result) => result.policyId)).toEqual([high.id]);
+    }
+  });
+
+  it("breaks priority ties by creation time, then id", () => {
+    const at = (seconds: number) => ({ seconds: BigInt(seconds), nanos: 0 });
+    const older = compile(policy([rule("true", "deny")], { id: "pol_b", createdAt: at(100) }));
+    const newer = compile(policy([rule("true", "allow")], { id: "pol_a", createdAt: at(200) }));
+    expect(evaluatePolicies([newer, older], context()).decidedBy?.policyId).toBe("pol_b");
+    const undatedA = compile(policy([rule("true", "allow")], { id: "pol_a" }));
+    const undatedB = compile(policy([rule("true", "deny")], { id: "pol_b" }));
+    expect(evaluatePolicies([undatedB, undatedA], context()).decidedBy?.policyId).toBe("pol_a");
+    expect(evaluatePolicies([undatedA, older], context()).decidedBy?.policyId).toBe("pol_b");
+  });
+
+  it("puts custom policies before the built-in one at its priority", () => {
+    const custom = compile(policy([rule("score >= 70", "review")], { priority: DEFAULT_POLICY.priority }));
+    expect(evaluatePolicies([defaultPolicy, custom], context({ score: 90 })).decidedBy?.policyId).toBe(custom.id);
+  });
+
+  it("takes the first matching rule within a policy", () => {
+    const ordered = compile(policy([rule("score > 90", "deny"), rule("score > 50", "challenge"), rule("true", "allow")]));
+    expect(evaluatePolicies([ordered], context({ score: 95 })).decision).toBe("deny");
+    expect(evaluatePolicies([ordered], context({ score: 60 })).decidedBy?.ruleIndex).toBe(1);
+    expect(evaluatePolicies([ordered], context({ score: 60 })).results[0]).toMatchObject({ matchedRule: 1, action: "challenge" });
+  });
+
+  it("moves on to the next policy when no rule of a policy matches", () => {
+    const none = compile(policy([rule("score > 99")], { priority: 10 }));
+    const evaluation = evaluatePolicies([none, defaultPolicy], context({ score: 40 }));
+    expect(evaluation.decision).toBe("challenge");
+    expect(evaluation.results.map((result) => [result.policyId, result.matchedRule])).toEqual([
+      [none.id, -1],
+      [DEFAULT_POLICY.id, 1],
+    ]);
+  });
+
+  it("applies a policy only to the actions it names; empty means all", () => {
+    const checkoutOnly = compile(policy([rule("amount > 1000", "deny")], { actions: ["checkout", "purchase"], priority: 10 }));
+    expect(evaluatePolicies([checkoutOnly, defaultPolicy], context({ action: "checkout", amount: 5000 })).decision).toBe("deny");
+    const login = evaluatePolicies([checkoutOnly, defaultPolicy], context({ action: "login", amount: 5000 }));
+    expect(login.decision).toBe("allow");
+    expect(login.results.map((result) => result.policyId)).toEqual([DEFAULT_POLICY.id]);
+  });
+
+  it("skips disabled policies entirely", () => {
+    const disabled = compile(policy([rule("true", "deny")], { status: "disabled", priority: 10 }));
+    const evaluation = evaluatePolicies([disabled, defaultPolicy], context({ score: 5 }));
+    expect(evaluation.decision).toBe("allow");
+    expect([...evaluation.results, ...evaluation.shadowResults].map((result) => result.policyId)).toEqual([DEFAULT_POLICY.id]);
+  });
+
+  it("lets an allow-list rule in a higher-priority policy override a high score", () => {
+    const lists = ListSnapshot.build([
+      { name: "vip_users", kind: "user", entries: ["user_4821"] },
+      { name: "office_ips", kind: "ip", entries: ["81.2.69.0/24"] },
+    ]);
+    const allowList = compile(
+      policy([rule("userId in lists.vip_users", "allow"), rule("ip in lists.office_ips AND score < 95", "allow")], {
+        priority: 1000,
+      }),
+    );
+    const vip = evaluatePolicies([defaultPolicy, allowList], context({ score: 97, lists }));
+    expect(vip).toMatchObject({ decision: "allow", decidedBy: { policyId: allowList.id, ruleIndex: 0 } });
+    const office = evaluatePolicies([defaultPolicy, allowList], context({ score: 90, userId: "other", lists }));
+    expect(office).toMatchObject({ decision: "allow", decidedBy: { ruleIndex: 1 } });
+    const stranger = evaluatePolicies([defaultPolicy, allowList], context({ score: 97, userId: "other", lists }));
+    expect(stranger).toMatchObject({ decision: "deny", decidedBy: { policyId: DEFAULT_POLICY.id } });
+  });
+
+  it("maps review to a challenge and asks for a case", () => {
+    const review = compile(policy([rule("signals.history.newDevice AND amount > 500", "review")], { priority: 10 }));
+    const signals = context().signals;
+    signals.history.newDevice = true;
+    const evaluation = evaluatePolicies([review, defaultPolicy], context({ signals, amount: 800, score: 10 }));
+    expect(evaluation).toMatchObject({ decision: "challenge", review: true, decidedBy: { action: "review" } });
+    expect(evaluatePolicies([review, defaultPolicy], context({ score: 10 })).review).toBe(false);
+  });
+});
+
+describe("shadow policies", () => {
+  it("are evaluated but never change the decision", () => {
+    const shadowDeny = compile(policy([rule("score > 5", "deny")], { status: "shadow", priority: 500 }));
+    const shadowAllow = compile(policy([rule("true", "allow")], { status: "shadow", priority: 400 }));
+    for (const score of [0, 20, 50, 90]) {
+      const withShadow = evaluatePolicies([shadowDeny, shadowAllow, defaultPolicy], context({ score }));
+      const without = evaluatePolicies([defaultPolicy], context({ score }));
+      expect(withShadow.decision).toBe(without.decision);
+      expect(withShadow.decidedBy).toEqual(without.decidedBy);
+      expect(withShadow.results).toEqual(without.results);
+    }
+  });
+
+  it("are returned separately, even below the deciding policy", () => {
+    const deciding = compile(policy([rule("true", "deny")], { priority: 100 }));
+    const shadowBelow = compile(policy([rule("score > 5", "challenge")], { status: "shadow", priority: 1 }));
+    const shadowMiss = compile(policy([rule("score > 99", "deny")], { status: "shadow", priority: 2 }));
+    const scoped = compile(policy([rule("true", "deny")], { status: "shadow", actions: ["signup"] }));
+    const evaluation = evaluatePolicies([shadowBelow, deciding, shadowMiss, scoped], context({ score: 10 }));
+    expect(evaluation.decidedBy?.policyId).toBe(deciding.id);
+    expect(evaluation.shadowResults).toEqual([
+      { policyId: shadowMiss.id, version: 1, mode: "shadow", matchedRule: -1, action: null, errors: [] },
+      { policyId: shadowBelow.id, version: 1, mode: "shadow", matchedRule: 0, action: "challenge", errors: [] },
+    ]);
+  });
+});
+
+describe("run-time failures", () => {
+  it("are recorded on the policy's result, count as no match, and never throw", () => {
+    const failing = compile(
+      policy(
+        [
+          rule("score / (amount - amount) > 1", "deny"),
+          rule("metadata.tier == 'gold'", "deny"),
+          rule("signals.amount.value > 100", "deny"),
+          rule("metadata.flag", "deny"),
+          rule("score < 50", "challenge"),
+        ],
+        { priority: 10 },
+      ),
+    );
+    const evaluation = evaluatePolicies([failing, defaultPolicy], context({ score: 20, metadata: { flag: "yes" } }));
+    expect(evaluation.decision).toBe("challenge");
+    expect(evaluation.results[0]).toMatchObject({ matchedRule: 4, action: "challenge" });
+    expect(evaluation.results[0]?.errors.map((error) => error.ruleIndex)).toEqual([0, 1, 2, 3]);
+    expect(evaluation.results[0]?.errors[0]?.message).toBe("division by zero");
+    expect(evaluation.results[0]?.errors[1]?.message).toMatch(/tier/);
+    expect(evaluation.results[0]?.errors[3]?.message).toBe("condition evaluated to a string, not a boolean");
+  });
+
+  it("let the score decide when every rule fails", () => {
+    const failing = compile(policy([rule("metadata.missing == 1", "allow")], { priority: 10 }));
+    const evaluation = evaluatePolicies([failing, defaultPolicy], context({ score: 80 }));
+    expect(evaluation).toMatchObject({ decision: "deny", decidedBy: { policyId: DEFAULT_POLICY.id } });
+    expect(evaluation.results[0]?.errors).toHaveLength(1);
+  });
+
+  it("follow CEL short-circuiting, so a guard avoids the error", () => {
+    const guarded = compile(policy([rule("signals.amount.value != null AND signals.amount.value > 100")]));
+    const evaluation = evaluatePolicies([guarded], context());
+    expect(evaluation.results[0]).toMatchObject({ matchedRule: -1, errors: [] });
+  });
+});
+
+describe("purity", () => {
+  it("gives the same answer for the same inputs, so backtests replay live decisions", () => {
+    const policies = [
+      compile(policy([rule("signals.velocity.burst", "deny")], { priority: 3 })),
+      compile(policy([rule("score > 40", "review")], { status: "shadow" })),
+      defaultPolicy,
+    ];
+    const stored = JSON.parse(JSON.stringify(context({ score: 55, metadata: { a: 1 } })));
+    const first = evaluatePolicies(policies, stored);
+    const replay = evaluatePolicies(policies, structuredClone(stored));
+    expect(replay).toEqual(first);
+  });
+});
