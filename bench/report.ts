@@ -6,6 +6,7 @@ import type { LoadResult } from "./load.js";
 import type { ResourceUsage } from "./processes.js";
 
 export type RunId =
+  | "rest-decide-policies"
   | "echo-http"
   | "rest-decide"
   | "rest-analyze"
@@ -40,6 +41,7 @@ export interface Thresholds {
   grpcDecideShare: number;
   fixedRateP99Ms: number;
   rssMb: number;
+  policyShare: number;
 }
 
 export const THRESHOLDS: Thresholds = {
@@ -48,6 +50,7 @@ export const THRESHOLDS: Thresholds = {
   grpcDecideShare: 0.2,
   fixedRateP99Ms: 10,
   rssMb: 300,
+  policyShare: 0.8,
 };
 
 const int = (n: number): string => Math.round(n).toLocaleString("en-US");
@@ -146,6 +149,9 @@ export function verdicts(runList: readonly RunRecord[], t: Thresholds = THRESHOL
     shareVerdict(`REST analyze ≥ ${pct(t.analyzeShare)} of node:http echo throughput`, runs, "rest-analyze", "echo-http", t.analyzeShare),
     shareVerdict(`gRPC decide ≥ ${pct(t.grpcDecideShare)} of grpc-js echo throughput`, runs, "grpc-decide", "echo-grpc", t.grpcDecideShare),
   ];
+  result.push(
+    shareVerdict(`decide under 20 active + 5 shadow rules ≥ ${pct(t.policyShare)} of decide under the default policy`, runs, "rest-decide-policies", "rest-decide", t.policyShare),
+  );
   const fixed = runs.get("fixed-rate");
   result.push(
     fixed

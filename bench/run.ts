@@ -58,7 +58,7 @@ const NOISE_CPU_PERCENT = 20;
 
 // ---------------------------------------------------------------- options
 
-const RUN_IDS: readonly RunId[] = ["echo-http", "rest-decide", "rest-analyze", "connect-decide", "grpc-web-decide", "echo-grpc", "grpc-decide", "fixed-rate"];
+const RUN_IDS: readonly RunId[] = ["echo-http", "rest-decide", "rest-analyze", "connect-decide", "grpc-web-decide", "echo-grpc", "grpc-decide", "fixed-rate", "rest-decide-policies"];
 
 interface Options {
   seconds: number;
@@ -140,6 +140,8 @@ interface Scenario {
   requester(): Requester;
   /** Absent: closed loop at the configured concurrency. */
   rate?: number;
+  /** Runs once before the load starts (for example, creating policies). */
+  prepare?(): Promise<void>;
 }
 
 /**
@@ -238,13 +240,69 @@ function scenarios(options: Options, servers: Partial<Record<RunRecord["server"]
       rate: options.rate,
       requester: () => httpRequester({ port: port("service"), path: "/api/v1/decide", headers: restHeaders(), bodies: decideJson, sockets, classify: classifyHttpStatus }),
     },
+    {
+      // Last: the policies it creates stay in place for any later service run.
+      id: "rest-decide-policies",
+      title: "REST decide under 20 active + 5 shadow policy rules",
+      server: "service",
+      prepare: () => createBenchPolicies(port("service"), keys.secret),
+      requester: () => httpRequester({ port: port("service"), path: "/api/v1/decide", headers: restHeaders(), bodies: decideJson, sockets, classify: classifyHttpStatus }),
+    },
   ];
   return list.filter((s) => options.only.size === 0 || options.only.has(s.id));
 }
 
 // ---------------------------------------------------------------- running
 
+/**
+ * 20 active policies of one rule each that ordinary traffic does not match (so
+ * every decision evaluates all of them before the default thresholds decide),
+ * and 5 shadow policies, over scores, signals, amounts, lists and metadata.
+ */
+async function createBenchPolicies(port: number, secret: string): Promise<void> {
+  const api = async (method: string, pathname: string, body: unknown): Promise<void> => {
+    const res = await fetch(`http://127.0.0.1:${port}${pathname}`, {
+      method,
+      headers: { "content-type": "application/json", "x-api-key": secret },
+      body: JSON.stringify(body),
+    });
+    if (!res.ok) throw new Error(`${method} ${pathname}: ${res.status} ${await res.text()}`);
+  };
+  await api("PUT", "/api/v1/lists/blocked_ips", { kind: "ip", type: "deny" });
+  await api("POST", "/api/v1/lists/blocked_ips/entries", { entries: [{ value: "198.51.100.0/24" }, { value: "2001:db8:dead::/48" }] });
+  const active = [
+    "amount > 50000",
+    "signals.velocity.user.lastMinute > 40",
+    "signals.velocity.ip.lastHour > 5000",
+    'email == "known.fraud@example.com"',
+    "ip in lists.blocked_ips",
+    "signals.network.tor AND signals.device.webdriver AND score < 10",
+    'currency == "XTS"',
+    "signals.history.impossibleTravel AND amount > 10000",
+    "signals.email.disposable AND amount > 20000",
+    "signals.velocity.usersPerDevice24h > 500",
+    'action == "transfer" AND amount > 90000',
+    'signals.geo.country == "AQ"',
+    "signals.device.vm AND signals.behavior.tooFast AND score < 5",
+    "signals.amount.spike AND signals.history.newDevice AND amount > 30000",
+    'deviceId == "dev_known_fraud"',
+    'userId == "user_known_fraud"',
+    "signals.consortium.matches > 10",
+    "signals.graph.fraudNeighbours > 20",
+    "signals.network.datacenter AND score > 99",
+    "score > 100",
+  ];
+  for (const [i, condition] of active.entries()) {
+    await api("POST", "/api/v1/policies", { name: `active ${i}`, status: "active", priority: 100 - i, rules: [{ condition, action: "deny" }] });
+  }
+  const shadow = ["score >= 60", "signals.email.disposable", "signals.network.tor", "amount > 1000", 'action == "signup" AND score >= 20'];
+  for (const [i, condition] of shadow.entries()) {
+    await api("POST", "/api/v1/policies", { name: `shadow ${i}`, status: "shadow", priority: 50 - i, rules: [{ condition, action: "challenge" }] });
+  }
+}
+
 async function runScenario(scenario: Scenario, server: Server, options: Options): Promise<RunRecord> {
+  await scenario.prepare?.();
   const requester = scenario.requester();
   const sampler = new ResourceSampler(server.pid);
   const phases: Phases = {

@@ -62,7 +62,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       .filter(Boolean),
     shutdownGraceMs: integer(env, "FRAUD_SHUTDOWN_GRACE_MS", 10_000),
     seedDemoAccount: env.FRAUD_SEED_DEMO !== "false",
-    engineThreads: integer(env, "FRAUD_ENGINE_THREADS", Math.min(4, Math.max(1, os.availableParallelism())), 1),
+    // The request thread keeps a core of its own; the engine gets the rest (at least one, at most four).
+    engineThreads: integer(env, "FRAUD_ENGINE_THREADS", Math.min(4, Math.max(1, os.availableParallelism() - 1)), 1),
     comprehensiveBudgetMs: integer(env, "FRAUD_COMPREHENSIVE_BUDGET_MS", 50),
     torExitListPath: env.FRAUD_TOR_EXIT_LIST || undefined,
     datacenterRangesPath: env.FRAUD_DATACENTER_RANGES || undefined,

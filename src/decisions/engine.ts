@@ -1,8 +1,9 @@
 import { Piscina } from "piscina";
-import { DEFAULT_WEIGHTS, ReferenceData, type ReferenceDataOptions } from "../engine/index.js";
+import { DEFAULT_WEIGHTS, type ReferenceDataOptions } from "../engine/index.js";
 import type { BacktestOutcome, BacktestTask } from "./backtest.js";
 import type { EngineOutcome, EngineTask } from "./engine-types.js";
 import type { EngineWorkerData } from "./engine-worker.js";
+import { loadSharedReference } from "./reference-loader.js";
 
 export interface DecisionEngineOptions {
   dataDir: string;
@@ -28,50 +29,50 @@ export interface DualPathOutcome {
  * the reference tables (SharedArrayBuffers) and read the store themselves, so
  * the request thread only sends a small task and receives signals and a score.
  */
-export class DecisionEngine {
-  private readonly pool: Piscina<EngineTask, EngineOutcome>;
+interface Pools {
+  engine: Piscina<EngineTask, EngineOutcome>;
   /** Backtests replay thousands of decisions: a thread of their own, so decides never queue behind one. */
-  private readonly backtests: Piscina<BacktestTask, BacktestOutcome>;
+  backtests: Piscina<BacktestTask, BacktestOutcome>;
+}
 
-  private constructor(
-    private readonly options: DecisionEngineOptions,
-    reference: ReferenceData,
-  ) {
-    const workerData: EngineWorkerData = {
-      reference: reference.toShared(),
-      dataDir: options.dataDir,
-      storeLatencyMs: options.storeLatencyMs ?? 0,
-    };
-    this.pool = new Piscina({
-      filename: new URL("./engine-worker-entry.mjs", import.meta.url).href,
-      minThreads: options.threads,
-      maxThreads: options.threads,
-      idleTimeout: Number.POSITIVE_INFINITY,
-      // Bounded: under overload, fail fast instead of queueing without limit.
-      maxQueue: 4096,
-      workerData,
+export class DecisionEngine {
+  /** Ready once the reference tables are built (in a throwaway thread) and the pools exist. */
+  private readonly pools: Promise<Pools>;
+
+  private constructor(private readonly options: DecisionEngineOptions) {
+    this.pools = loadSharedReference(options.reference).then((reference) => {
+      const workerData: EngineWorkerData = { reference, dataDir: options.dataDir, storeLatencyMs: options.storeLatencyMs ?? 0 };
+      const filename = new URL("./engine-worker-entry.mjs", import.meta.url).href;
+      return {
+        engine: new Piscina({
+          filename,
+          minThreads: options.threads,
+          maxThreads: options.threads,
+          idleTimeout: Number.POSITIVE_INFINITY,
+          // Bounded: under overload, fail fast instead of queueing without limit.
+          maxQueue: 4096,
+          workerData,
+        }),
+        backtests: new Piscina({ filename, minThreads: 0, maxThreads: 1, idleTimeout: 60_000, maxQueue: 16, workerData }),
+      };
     });
-    this.backtests = new Piscina({
-      filename: new URL("./engine-worker-entry.mjs", import.meta.url).href,
-      minThreads: 0,
-      maxThreads: 1,
-      idleTimeout: 60_000,
-      maxQueue: 16,
-      workerData,
-    });
+    // A failure surfaces to the callers that await the pools; it must not also crash the process unobserved.
+    this.pools.catch(() => undefined);
   }
 
-  backtest(task: BacktestTask): Promise<BacktestOutcome> {
-    return this.backtests.run(task, { name: "backtest" });
+  /** Starts loading the reference data and the pools; `warmUp` waits for them. */
+  static start(options: DecisionEngineOptions): DecisionEngine {
+    return new DecisionEngine(options);
   }
 
-  static load(options: DecisionEngineOptions): DecisionEngine {
-    return new DecisionEngine(options, ReferenceData.load(options.reference));
+  async backtest(task: BacktestTask): Promise<BacktestOutcome> {
+    return (await this.pools).backtests.run(task, { name: "backtest" });
   }
 
   /** Full evaluation within the budget, else the fast path's answer (part of issue 3's dual path). */
   async decide(task: Omit<EngineTask, "mode">): Promise<DualPathOutcome> {
-    const full = this.pool.run({ ...task, mode: "full" }, { name: "evaluate" });
+    const pool = (await this.pools).engine;
+    const full = pool.run({ ...task, mode: "full" }, { name: "evaluate" });
     let timer: NodeJS.Timeout | undefined;
     const missed = new Promise<"missed">((resolve) => {
       timer = setTimeout(() => resolve("missed"), this.options.comprehensiveBudgetMs);
@@ -79,7 +80,7 @@ export class DecisionEngine {
     const first = await Promise.race([full.catch(() => "failed" as const), missed]);
     clearTimeout(timer);
     if (first !== "missed" && first !== "failed") return { outcome: first, comprehensiveInTime: true };
-    const outcome = await this.pool.run({ ...task, mode: "fast" }, { name: "evaluate" });
+    const outcome = await pool.run({ ...task, mode: "fast" }, { name: "evaluate" });
     return { outcome, comprehensiveInTime: false, late: full.catch(() => undefined) };
   }
 
@@ -97,19 +98,17 @@ export class DecisionEngine {
       weights: DEFAULT_WEIGHTS,
       denylisted: false,
     };
-    await Promise.all(Array.from({ length: this.options.threads }, () => this.pool.run(task, { name: "evaluate" })));
+    const pool = (await this.pools).engine;
+    await Promise.all(Array.from({ length: this.options.threads }, () => pool.run(task, { name: "evaluate" })));
   }
 
   /** The fast path alone (analyze). */
-  fast(task: Omit<EngineTask, "mode">): Promise<EngineOutcome> {
-    return this.pool.run({ ...task, mode: "fast" }, { name: "evaluate" });
-  }
-
-  get queueSize(): number {
-    return this.pool.queueSize;
+  async fast(task: Omit<EngineTask, "mode">): Promise<EngineOutcome> {
+    return (await this.pools).engine.run({ ...task, mode: "fast" }, { name: "evaluate" });
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.pool.close(), this.backtests.close()]);
+    const pools = await this.pools.catch(() => undefined);
+    if (pools) await Promise.all([pools.engine.close(), pools.backtests.close()]);
   }
 }

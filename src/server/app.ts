@@ -105,7 +105,7 @@ export function buildApp(options: AppOptions): App {
   const metrics = new Metrics();
   const health = new HealthMonitor(db);
   const limiter = new RateLimiter(clock);
-  const engine = DecisionEngine.load({
+  const engine = DecisionEngine.start({
     dataDir: config.dataDir,
     reference: { torExitListPath: config.torExitListPath, datacenterRangesPath: config.datacenterRangesPath },
     threads: config.engineThreads,
