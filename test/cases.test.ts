@@ -12,9 +12,9 @@ interface CaseJson { id: string; status: string; priority: string; score: number
 
 beforeAll(async () => {
   server = await startTestServer();
-  server.app.events.addSink((_tenant, event) => {
+  server.app.events.addSink({ wants: () => true, deliver: (_tenant, event) => {
     events.push(event);
-  });
+  } });
   acme = server.createAccount("Acme");
   globex = server.createAccount("Globex");
 });

@@ -21,9 +21,9 @@ beforeAll(async () => {
   torDir = tempDir("tor-");
   fs.writeFileSync(path.join(torDir, "exits.txt"), `${TOR_EXIT}\n`);
   server = await startTestServer({ clock, config: { torExitListPath: path.join(torDir, "exits.txt") } });
-  server.app.events.addSink((_tenant, event) => {
+  server.app.events.addSink({ wants: () => true, deliver: (_tenant, event) => {
     events.push(event);
-  });
+  } });
   key = server.createAccount("Acme").keys.live.secret;
   otherKey = server.createAccount("Globex").keys.live.secret;
 });

@@ -6,8 +6,13 @@ import { buildEvent, serializeEvent, type EventDataByType, type EventType, type 
 /** Outbox task kind of a published event. */
 export const EVENT_TASK = "event";
 
-/** Receives every published event once it is out of the transaction that caused it. */
-export type EventSink = (tenant: Tenant, event: WebhookEvent, body: string) => void | Promise<void>;
+/** A destination of events: webhook fan-out, WebSocket streams. */
+export interface EventSink {
+  /** Whether it would deliver an event of this type for the tenant now; asked inside the causing transaction, so cheap. */
+  wants(tenant: Tenant, type: EventType): boolean;
+  /** Receives the event once it is out of the transaction that caused it. */
+  deliver(tenant: Tenant, event: WebhookEvent, body: string): void | Promise<void>;
+}
 
 /**
  * Events (part 6) are published through the outbox, inside the transaction of
@@ -28,19 +33,23 @@ export class EventPublisher {
     this.sinks.push(sink);
   }
 
-  /** Call inside the transaction of the change the event reports. */
-  publish<T extends EventType>(tenant: Tenant, type: T, data: EventDataByType[T]): WebhookEvent<T> {
+  /**
+   * Call inside the transaction of the change the event reports. An event no
+   * sink wants (no endpoint subscribed, no stream open) is not queued at all:
+   * there is no one to deliver it to, now or later.
+   */
+  publish<T extends EventType>(tenant: Tenant, type: T, data: EventDataByType[T]): void {
+    if (!this.sinks.some((sink) => sink.wants(tenant, type))) return;
     const event = buildEvent(type, data, tenant, this.clock);
     // Serialised once: every delivery and retry carries the identical, signed bytes.
     this.outbox.enqueue(EVENT_TASK, tenant, { body: serializeEvent(event) });
-    return event;
   }
 
   private async dispatch(task: OutboxTask): Promise<TaskOutcome> {
     if (!task.tenant) return { kind: "dead", error: "event without a tenant" };
     const { body } = task.payload as { body: string };
     const event = JSON.parse(body) as WebhookEvent;
-    for (const sink of this.sinks) await sink(task.tenant, event, body);
+    for (const sink of this.sinks) await sink.deliver(task.tenant, event, body);
     return { kind: "done" };
   }
 }

@@ -59,6 +59,12 @@ export class WebhookRepository {
   private readonly enabledStmt;
   private readonly updateStmt;
   private readonly deleteStmt;
+  /**
+   * Enabled endpoints per tenant and delivery method. Every decision asks
+   * whether anyone wants its event; endpoints change only through this
+   * repository, which drops a tenant's entries whenever it writes them.
+   */
+  private readonly enabledCache = new Map<string, StoredEndpoint[]>();
 
   constructor(db: Db) {
     this.insertStmt = db.prepare(
@@ -84,6 +90,7 @@ export class WebhookRepository {
   }
 
   insert(tenant: Tenant, endpoint: StoredEndpoint): void {
+    this.forget(tenant);
     this.insertStmt.run({ ...tenant, ...endpoint, events: JSON.stringify(endpoint.events) });
   }
 
@@ -99,18 +106,27 @@ export class WebhookRepository {
 
   /** Enabled endpoints of one delivery method that want events of this type. */
   subscribers(tenant: Tenant, method: DeliveryMethod, type: EventType): StoredEndpoint[] {
-    return this.enabledStmt
-      .all(tenant.accountId, tenant.environment, method)
-      .map(toEndpoint)
-      .filter((endpoint) => subscribes(endpoint, type));
+    const key = `${tenant.accountId}/${tenant.environment}/${method}`;
+    let enabled = this.enabledCache.get(key);
+    if (!enabled) {
+      enabled = this.enabledStmt.all(tenant.accountId, tenant.environment, method).map(toEndpoint);
+      this.enabledCache.set(key, enabled);
+    }
+    return enabled.filter((endpoint) => subscribes(endpoint, type));
   }
 
   save(tenant: Tenant, endpoint: StoredEndpoint): void {
+    this.forget(tenant);
     this.updateStmt.run({ ...tenant, ...endpoint, events: JSON.stringify(endpoint.events) });
   }
 
   /** False when there was no such endpoint for the tenant. */
   delete(tenant: Tenant, id: string): boolean {
+    this.forget(tenant);
     return this.deleteStmt.run(id, tenant.accountId, tenant.environment).changes === 1;
+  }
+
+  private forget(tenant: Tenant): void {
+    for (const method of ["http", "websocket"] as const) this.enabledCache.delete(`${tenant.accountId}/${tenant.environment}/${method}`);
   }
 }

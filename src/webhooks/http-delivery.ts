@@ -53,8 +53,11 @@ export function registerHttpDelivery(deps: HttpDeliveryDeps): void {
       outbox.enqueue(DELIVERY_TASK, tenant, payload);
     }
   });
-  deps.events.addSink((tenant, event, body) => {
-    fanOut.immediate(tenant, event, body);
+  deps.events.addSink({
+    wants: (tenant, type) => repository.subscribers(tenant, "http", type).length > 0,
+    deliver: (tenant, event, body) => {
+      fanOut.immediate(tenant, event, body);
+    },
   });
 
   outbox.register(DELIVERY_TASK, async (task: OutboxTask): Promise<TaskOutcome> => {

@@ -48,7 +48,11 @@ export class EventStream {
     private readonly clock: Clock,
     private readonly logger: Logger,
   ) {
-    events.addSink((tenant, event, body) => this.broadcast(tenant, event, body));
+    events.addSink({
+      // Live only: with no client connected for a subscribed endpoint, nothing is queued.
+      wants: (tenant, type) => this.clients.size > 0 && this.endpoints.subscribers(tenant, "websocket", type).some((endpoint) => this.clients.has(endpoint.id)),
+      deliver: (tenant, event, body) => this.broadcast(tenant, event, body),
+    });
   }
 
   /** The listener's upgrade hook: takes the connection when it asks for the event stream, else declines. */

@@ -12,8 +12,11 @@ const anomalies: Array<WebhookEvent<"anomaly.detected">> = [];
 
 beforeAll(async () => {
   server = await startTestServer({ clock });
-  server.app.events.addSink((_tenant, event) => {
-    if (event.type === "anomaly.detected") anomalies.push(event as WebhookEvent<"anomaly.detected">);
+  server.app.events.addSink({
+    wants: (_tenant, type) => type === "anomaly.detected",
+    deliver: (_tenant, event) => {
+      anomalies.push(event as WebhookEvent<"anomaly.detected">);
+    },
   });
 });
 afterAll(() => server.close());
