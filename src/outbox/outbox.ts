@@ -72,6 +72,7 @@ export class Outbox {
   private readonly settle;
   private timer: NodeJS.Timeout | undefined;
   private stopped = true;
+  private wakePending = false;
   /** Tasks running now, by row id; settles when the task's outcome is recorded. */
   private readonly inFlight = new Map<number, { settled: Promise<void>; resolve(): void }>();
   private finished: Array<[OutboxRow, TaskOutcome]> = [];
@@ -130,7 +131,7 @@ export class Outbox {
       at: runAt ?? now,
       now,
     });
-    this.wake();
+    this.wakeSoon();
   }
 
   /** Tasks not yet carried out (the status report's backlog). */
@@ -177,6 +178,20 @@ export class Outbox {
       if (this.inFlight.size === 0) return;
       await Promise.race([...this.inFlight.values()].map((task) => task.settled));
     }
+  }
+
+  /**
+   * Wakes the runner once the current event-loop turn is over. Tasks are
+   * enqueued inside the transactions that cause them, often several per
+   * request: one look for due work afterwards serves them all.
+   */
+  private wakeSoon(): void {
+    if (this.wakePending || this.stopped) return;
+    this.wakePending = true;
+    setImmediate(() => {
+      this.wakePending = false;
+      this.wake();
+    });
   }
 
   /** Starts due tasks now and, while the runner is on, again after each completion or every POLL_MS. */
