@@ -1,9 +1,9 @@
 // Cost of compiling and evaluating policies. Not a test (timings vary by
 // machine); run with: npx tsx test/policies/bench-policies.ts
 
-import { DEFAULT_POLICY, ListSnapshot, compilePolicyUncached, evaluatePolicies } from "../../src/policies/index.js";
-import type { CompiledPolicy, PolicyDefinition } from "../../src/policies/index.js";
-import { context, policy } from "./fixtures.js";
+import { DEFAULT_POLICY, ListSnapshot, compilePolicyUncached, evaluatePolicies } from "../src/policies/index.js";
+import type { CompiledPolicy, PolicyDefinition } from "../src/policies/index.js";
+import { context, policy } from "../test/policies/fixtures.js";
 
 /** Twenty simple conditions over score, request fields and signals; none matches the clean context. */
 const CONDITIONS = [
