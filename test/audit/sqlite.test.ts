@@ -10,32 +10,11 @@ import type { AuditRow } from "../../src/audit/entry.js";
 import { AuditSigner, importPublicKeyPem } from "../../src/audit/signer.js";
 import { verifyChain } from "../../src/audit/verify.js";
 import { SqliteAuditStore } from "../../src/store/audit.js";
+import { openDatabase } from "../../src/store/database.js";
 import type { VerifyResult } from "../../src/audit/verify.js";
 import { ManualClock } from "../helpers/clock.js";
 import { ephemeralSigner, fillLog } from "./fixtures.js";
 
-// The DDL of docs/audit-log.md (migration 4 creates the same table).
-const SCHEMA = `
-  CREATE TABLE audit_log (
-    seq INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
-    at INTEGER NOT NULL,
-    account_id TEXT,
-    environment TEXT CHECK (environment IN ('test', 'live')),
-    actor TEXT NOT NULL,
-    action TEXT NOT NULL,
-    subject TEXT,
-    body TEXT NOT NULL,
-    prev_hash TEXT NOT NULL,
-    hash TEXT NOT NULL,
-    signature TEXT NOT NULL
-  ) STRICT;
-  CREATE INDEX audit_log_by_account ON audit_log(account_id, environment, seq);
-  CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log
-    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
-  CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
-    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
-`;
 
 let dir: string;
 let db: Database.Database;
@@ -49,8 +28,11 @@ function row(seq: number): AuditRow {
 }
 
 /** Tampering starts by dropping the triggers, as anyone with the file can. */
+/** Someone holding the file drops whatever guards stand in the way, then edits rows. */
 function tamper(sql: string, ...params: unknown[]): void {
-  db.exec("DROP TRIGGER IF EXISTS audit_log_no_update; DROP TRIGGER IF EXISTS audit_log_no_delete;");
+  db.exec(
+    "DROP TRIGGER IF EXISTS audit_log_no_update; DROP TRIGGER IF EXISTS audit_log_no_delete; DROP INDEX IF EXISTS audit_log_one_per_decision;",
+  );
   db.prepare(sql).run(...params);
 }
 
@@ -66,9 +48,8 @@ function verify(options = {}): VerifyResult {
 
 beforeEach(() => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), "audit-sqlite-"));
-  db = new Database(path.join(dir, "fraud.db"));
-  db.pragma("journal_mode = WAL");
-  db.exec(SCHEMA);
+  // The real schema: every migration, audit log table and its append-only triggers included.
+  db = openDatabase(dir);
   store = new SqliteAuditStore(db);
   signer = AuditSigner.loadOrCreate(dir);
   fillLog(store, signer, 10);
