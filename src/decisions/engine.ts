@@ -52,6 +52,8 @@ export class DecisionEngine {
           // Bounded: under overload, fail fast instead of queueing without limit.
           maxQueue: 4096,
           workerData,
+          // Tasks are small and short-lived: a small young generation keeps each thread's footprint down.
+          resourceLimits: { maxYoungGenerationSizeMb: 8 },
         }),
         backtests: new Piscina({ filename, minThreads: 0, maxThreads: 1, idleTimeout: 60_000, maxQueue: 16, workerData }),
       };

@@ -18,6 +18,8 @@ export class Checkpointer {
     db.pragma("wal_autocheckpoint = 0");
     this.worker = new Worker(new URL("./checkpoint-worker.mjs", import.meta.url), {
       workerData: { file: path.join(dataDir, DATABASE_FILE), intervalMs: CHECKPOINT_INTERVAL_MS },
+      // It allocates almost nothing: a minimal heap.
+      resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 16 },
     });
     this.worker.on("message", (message: { error?: string }) => {
       if (message.error) logger.log("warn", "WAL checkpoint failed", { error: message.error });
