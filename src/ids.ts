@@ -40,7 +40,8 @@ export type IdPrefix =
   | "case"
   | "pol"
   | "whe"
-  | "fb";
+  | "fb"
+  | "cb";
 
 /** A new identifier: the prefix, an underscore and 22 base62 characters (~131 bits). */
 export function newId(prefix: IdPrefix): string {

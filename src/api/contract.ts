@@ -1,5 +1,6 @@
 import { getOption, hasOption, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { CaseService } from "../../gen/fraud/v1/case_pb.js";
+import { ConsortiumService } from "../../gen/fraud/v1/consortium_pb.js";
 import { DecisionService } from "../../gen/fraud/v1/decision_pb.js";
 import { FeedbackService } from "../../gen/fraud/v1/feedback_pb.js";
 import {
@@ -29,6 +30,7 @@ export const API_SERVICES: readonly DescService[] = [
   DeadLetterService,
   AuditService,
   StatusService,
+  ConsortiumService,
 ];
 
 /** The options of one RPC, read once from its descriptor. */

@@ -14,6 +14,7 @@ export type ErrorCode =
   | "NOT_FOUND"
   | "METHOD_NOT_ALLOWED"
   | "CONFLICT"
+  | "EVIDENCE_TAMPERED"
   | "PAYLOAD_TOO_LARGE"
   | "UNSUPPORTED_MEDIA_TYPE"
   | "RATE_LIMIT_EXCEEDED"
@@ -31,6 +32,8 @@ const ERROR_TABLE: Record<ErrorCode, { grpc: Code; http: number }> = {
   NOT_FOUND: { grpc: Code.NotFound, http: 404 },
   METHOD_NOT_ALLOWED: { grpc: Code.Unimplemented, http: 405 },
   CONFLICT: { grpc: Code.FailedPrecondition, http: 409 },
+  // The stored evidence no longer matches its integrity hash: the data is corrupt, retrying cannot help.
+  EVIDENCE_TAMPERED: { grpc: Code.DataLoss, http: 409 },
   PAYLOAD_TOO_LARGE: { grpc: Code.ResourceExhausted, http: 413 },
   UNSUPPORTED_MEDIA_TYPE: { grpc: Code.InvalidArgument, http: 415 },
   RATE_LIMIT_EXCEEDED: { grpc: Code.ResourceExhausted, http: 429 },

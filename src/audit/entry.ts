@@ -25,7 +25,10 @@ export type AuditAction =
   | "webhook.deleted"
   | "webhook.disabled"
   | "case.created"
-  | "case.updated";
+  | "case.updated"
+  | "feedback.received"
+  | "evidence.tampered"
+  | "consortium.updated";
 
 /**
  * Who caused the change: an API key by its id (never the key itself), the

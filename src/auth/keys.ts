@@ -24,6 +24,7 @@ export const ALL_PERMISSIONS = [
   "dead_letters:read",
   "dead_letters:write",
   "status:read",
+  "consortium:write",
 ] as const;
 
 export type Permission = (typeof ALL_PERMISSIONS)[number];

@@ -17,6 +17,8 @@ import { SqliteAuditStore } from "../store/audit.js";
 import { openDatabase, type Db } from "../store/database.js";
 import type { Tenant } from "../store/tenant.js";
 import { Outbox } from "../outbox/outbox.js";
+import { ConsortiumMembership, membershipProblems } from "../consortium/membership.js";
+import { ConsortiumRepository } from "../store/consortium.js";
 import { deadLetterId, taskIdOf } from "../services/dead-letters.js";
 
 /** Where the CLI writes; tests pass their own. */
@@ -41,6 +43,11 @@ Usage:
   fraudctl audit export-key             the audit log's Ed25519 public key (PEM)
   fraudctl dlq list --account ID --env test|live [--limit N] [--offset N] [--json]
   fraudctl dlq replay ID --account ID --env test|live    ID is dlq_...
+  fraudctl consortium set --account ID --env test|live --key KEY [--url URL --token TOKEN]
+                        join a consortium: KEY is the consortium-wide secret; URL
+                        (its ingest endpoint) and TOKEN (this member's key there) share
+  fraudctl consortium show --account ID --env test|live [--json]
+  fraudctl consortium disable --account ID --env test|live
 
 Environment: FRAUD_DATA_DIR (default ./data), PORT (8080), HOST (0.0.0.0).
 `;
@@ -67,6 +74,7 @@ export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv =
       if (group === "keys") return keysCommand(action, rest, keys, io);
       if (group === "audit") return auditCommand(action, rest, auditStore, signer, io);
       if (group === "dlq") return dlqCommand(action, rest, db, clock, io);
+      if (group === "consortium") return consortiumCommand(action, rest, new ConsortiumRepository(db), audit, clock, config.webhookAllowPrivate, cliActor(env), io);
       throw new UsageError(`unknown command ${group}`);
     } finally {
       db.close();
@@ -259,6 +267,55 @@ function dlqCommand(action: string | undefined, args: string[], db: Db, clock: C
     return 0;
   }
   throw new UsageError(`unknown dlq command ${action ?? ""}`.trim());
+}
+
+/** docs/feedback.md: an account's consortium membership. The key and token are never printed back. */
+function consortiumCommand(
+  action: string | undefined,
+  args: string[],
+  repository: ConsortiumRepository,
+  audit: AuditLog,
+  clock: Clock,
+  allowPrivate: boolean,
+  actor: AuditActor,
+  io: CliIo,
+): number {
+  const { values } = parseArgs({
+    args,
+    options: {
+      account: { type: "string" },
+      env: { type: "string" },
+      key: { type: "string" },
+      url: { type: "string" },
+      token: { type: "string" },
+      json: { type: "boolean" },
+    },
+    strict: true,
+  });
+  if (!values.account) throw new UsageError(`consortium ${action ?? ""} needs --account`.trim());
+  if (values.env !== "test" && values.env !== "live") throw new UsageError("--env must be test or live");
+  const tenant: Tenant = { accountId: values.account, environment: values.env };
+  const membership = new ConsortiumMembership(repository, audit, clock);
+  if (action === "set") {
+    const input = { key: values.key ?? "", shareUrl: values.url ?? "", shareToken: values.token ?? "" };
+    const problems = membershipProblems(input, { allowPrivate });
+    if (problems.length > 0) throw new UsageError(problems.join("; "));
+    membership.set(tenant, actor, input);
+    io.out(`${tenant.accountId} (${tenant.environment}) is a consortium member${input.shareUrl ? `, sharing with ${input.shareUrl}` : ", not sharing"}\n`);
+    return 0;
+  }
+  if (action === "show") {
+    const settings = repository.settings(tenant);
+    const shown = { member: settings !== undefined, sharing: (settings?.shareUrl ?? "") !== "", shareUrl: settings?.shareUrl ?? "" };
+    if (values.json) io.out(JSON.stringify(shown) + "\n");
+    else io.out(shown.member ? `member; ${shown.sharing ? `sharing with ${shown.shareUrl}` : "not sharing"}\n` : "not a consortium member\n");
+    return 0;
+  }
+  if (action === "disable") {
+    io.out(membership.disable(tenant, actor) ? "consortium membership removed\n" : "was not a consortium member\n");
+    return 0;
+  }
+  throw new UsageError(`unknown consortium command ${action ?? ""}`.trim());
 }
 
 function printIssued(io: CliIo, json: boolean, key: string, record: ApiKeyRecord, replaced?: ApiKeyRecord): void {

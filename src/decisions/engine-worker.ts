@@ -11,7 +11,10 @@ import {
   type SharedReferenceData,
 } from "../engine/index.js";
 import { openDatabase } from "../store/database.js";
+import { ConsortiumRepository } from "../store/consortium.js";
+import { GraphRepository } from "../store/graph.js";
 import { HistoryRepository } from "../store/history.js";
+import { entityKeys } from "../graph/entities.js";
 import { runBacktest, type BacktestOutcome, type BacktestTask } from "./backtest.js";
 import type { EngineOutcome, EngineTask } from "./engine-types.js";
 
@@ -26,6 +29,8 @@ const config = workerData as EngineWorkerData;
 const reference = ReferenceData.fromShared(config.reference);
 const db = openDatabase(config.dataDir, { readonly: true });
 const history = new HistoryRepository(db);
+const graph = new GraphRepository(db);
+const consortium = new ConsortiumRepository(db);
 const sleeper = new Int32Array(new SharedArrayBuffer(4));
 
 /** The Tor and datacenter lists can change while the service runs; look at most once a second. */
@@ -43,7 +48,12 @@ export function evaluate(task: EngineTask): EngineOutcome {
   let store = null;
   if (task.mode === "full") {
     if (config.storeLatencyMs > 0) Atomics.wait(sleeper, 0, 0, config.storeLatencyMs);
-    const snapshot = history.snapshot(task.tenant, task.entities, task.nowMs);
+    const snapshot = {
+      ...history.snapshot(task.tenant, task.entities, task.nowMs),
+      graph: graph.lookup(task.tenant, entityKeys(task.entities)),
+      // Null (signal unavailable) when the account is not a consortium member.
+      consortium: consortium.lookup(task.tenant, task.entities) ?? null,
+    };
     store = computeStoreSignals(task.input, snapshot, fast, task.nowMs);
   }
   const signals = mergeSignals(fast, store, { denylisted: task.denylisted });

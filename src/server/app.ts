@@ -3,6 +3,7 @@ import { createConnectRouter } from "@connectrpc/connect";
 import { CaseService as CaseRpc } from "../../gen/fraud/v1/case_pb.js";
 import { DecisionService } from "../../gen/fraud/v1/decision_pb.js";
 import { FeedbackService } from "../../gen/fraud/v1/feedback_pb.js";
+import { ConsortiumService } from "../../gen/fraud/v1/consortium_pb.js";
 import { PolicyService } from "../../gen/fraud/v1/policy_pb.js";
 import { StatusService } from "../../gen/fraud/v1/status_pb.js";
 import { WebhookService } from "../../gen/fraud/v1/webhook_pb.js";
@@ -33,7 +34,14 @@ import { createLogger, type Logger } from "../log.js";
 import { HealthMonitor } from "../observability/health.js";
 import { Metrics } from "../observability/metrics.js";
 import { registerHealth } from "../services/health.js";
-import { pendingService } from "../services/pending.js";
+import { createFeedbackService } from "../services/feedback.js";
+import { createConsortiumService } from "../services/consortium.js";
+import { FeedbackProcessor } from "../feedback/processor.js";
+import { registerConsortiumSharing } from "../consortium/sharing.js";
+import { registerGraphEdges } from "../graph/edges.js";
+import { ConsortiumRepository } from "../store/consortium.js";
+import { FeedbackRepository } from "../store/feedback.js";
+import { GraphRepository } from "../store/graph.js";
 import { registerReflection } from "../services/reflection.js";
 import { createStatusService } from "../services/status.js";
 import { createDecisionService } from "../services/decisions.js";
@@ -128,6 +136,8 @@ export function buildApp(options: AppOptions): App {
   registerDecisionSideEffects(recorder, events, outbox);
   registerDecisionAudit(recorder, outbox, audit, auditStore);
   registerAnomalyDetection(recorder, events);
+  const graph = new GraphRepository(db);
+  registerGraphEdges(recorder, graph);
   const webhookRepository = new WebhookRepository(db);
   const webhookGuard = { allowPrivate: config.webhookAllowPrivate };
   const webhookEndpoints = new WebhookEndpoints(db, webhookRepository, audit, clock, webhookGuard);
@@ -141,6 +151,23 @@ export function buildApp(options: AppOptions): App {
     logger,
     guard: webhookGuard,
     random: Math.random,
+  });
+  const consortium = new ConsortiumRepository(db);
+  registerConsortiumSharing({ outbox, consortium, clock, guard: webhookGuard });
+  const weights = new WeightsRepository(db);
+  const feedback = new FeedbackProcessor({
+    db,
+    clock,
+    decisions,
+    feedback: new FeedbackRepository(db),
+    weights,
+    graph,
+    lists: listRepository,
+    consortium,
+    outbox,
+    events,
+    audit,
+    listsChanged: (tenant) => policySets.invalidate(tenant),
   });
   const eventStream = new EventStream(keys, webhookRepository, events, clock, logger);
 
@@ -159,14 +186,15 @@ export function buildApp(options: AppOptions): App {
       recorder,
       decisions,
       idempotency,
-      weights: new WeightsRepository(db),
+      weights,
       accounts,
       analyzeState,
       policies: policySets,
       metrics,
     }),
   );
-  router.service(FeedbackService, pendingService(FeedbackService, "feedback learning has not landed (issue 6)"));
+  router.service(FeedbackService, createFeedbackService({ processor: feedback }));
+  router.service(ConsortiumService, createConsortiumService({ consortium, clock }));
   router.service(CaseRpc, createCaseService({ cases, lifecycle: caseLifecycle }));
   router.service(PolicyService, createPolicyService({ db, clock, policies: policyRepository, sets: policySets, engine, audit }));
   router.service(ListService, createListService({ db, clock, lists: listRepository, sets: policySets, audit }));

@@ -29,6 +29,7 @@ import {
   type EngineInput,
   type Signals,
 } from "../engine/index.js";
+import { metadataIdentifiers } from "../graph/entities.js";
 import { newId } from "../ids.js";
 import type { Logger } from "../log.js";
 import type { AccountRepository } from "../store/accounts.js";
@@ -180,7 +181,8 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       }
 
       const input = engineInput(request, ip);
-      const entities = entitiesOf(input);
+      // Card and bank-account identifiers from metadata join the fraud graph (docs/feedback.md).
+      const entities = { ...entitiesOf(input), ...metadataIdentifiers(request.metadata) };
       const weights = deps.weights.current(tenant);
       const policies = deps.policies.forTenant(tenant, now);
       const denylisted = onDenyList(policies, entities);

@@ -14,6 +14,9 @@ export interface DecisionEntities {
   ip: string;
   deviceId: string;
   email: string;
+  /** Card and bank-account identifiers from the request's metadata; the fraud graph links them (src/graph). */
+  cardFingerprint?: string;
+  accountNumber?: string;
 }
 
 /** What a decision adds to the history once it is made. */

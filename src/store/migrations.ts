@@ -281,4 +281,73 @@ export const migrations: readonly string[] = [
     PRIMARY KEY (account_id, environment, list_name, value)
   ) STRICT, WITHOUT ROWID;
   `,
+  // 6: feedback, the fraud graph and the consortium (docs/feedback.md).
+  `
+  -- One row per submission; the latest row of a decision is its current label.
+  CREATE TABLE feedback (
+    id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    decision_id TEXT NOT NULL,
+    actual_outcome TEXT NOT NULL,
+    confidence REAL NOT NULL,
+    notes TEXT NOT NULL,
+    weights_version_before INTEGER NOT NULL,
+    weights_version_after INTEGER NOT NULL,
+    -- JSON object: category -> weight change.
+    adjustments TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+  ) STRICT;
+  CREATE INDEX feedback_by_decision ON feedback(account_id, environment, decision_id, created_at);
+
+  -- Decision-entity edges, written in the decide transaction. Entities carry a type tag (u:, d:, i:, e:, c:, a:).
+  CREATE TABLE graph_edges (
+    account_id TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    entity TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    decision_id TEXT NOT NULL,
+    PRIMARY KEY (account_id, environment, entity, created_at, decision_id)
+  ) STRICT, WITHOUT ROWID;
+  CREATE INDEX graph_edges_by_decision ON graph_edges(decision_id);
+
+  -- Fraud labels on entities, one row per labelled decision that holds the entity.
+  CREATE TABLE graph_labels (
+    account_id TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    entity TEXT NOT NULL,
+    decision_id TEXT NOT NULL,
+    PRIMARY KEY (account_id, environment, entity, decision_id)
+  ) STRICT, WITHOUT ROWID;
+  CREATE INDEX graph_labels_by_decision ON graph_labels(decision_id);
+
+  -- Consortium membership per account and environment. The key and token are kept as such: HMAC needs them.
+  CREATE TABLE consortium_settings (
+    account_id TEXT NOT NULL,
+    environment TEXT NOT NULL CHECK (environment IN ('test', 'live')),
+    consortium_key TEXT NOT NULL,
+    -- Empty: this account reads and receives indicators but shares none.
+    share_url TEXT NOT NULL,
+    share_token TEXT NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (account_id, environment)
+  ) STRICT;
+
+  -- Indicators received from consortium members: keyed hashes only, never who sent them.
+  CREATE TABLE consortium_indicators (
+    environment TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    type TEXT NOT NULL,
+    reports INTEGER NOT NULL,
+    first_seen INTEGER NOT NULL,
+    last_seen INTEGER NOT NULL,
+    PRIMARY KEY (environment, hash)
+  ) STRICT, WITHOUT ROWID;
+
+  -- Batches already stored, so a retried batch counts once.
+  CREATE TABLE consortium_batches (
+    id TEXT PRIMARY KEY,
+    received_at INTEGER NOT NULL
+  ) STRICT;
+  `,
 ];

@@ -2,13 +2,26 @@ import { DEFAULT_WEIGHTS, validateWeights, type CategoryWeights } from "../engin
 import type { Db } from "./database.js";
 import type { Tenant } from "./tenant.js";
 
-/** The account's current category weights; the defaults until feedback first moves them. */
+/**
+ * The account's current category weights; the defaults (version 1) until
+ * feedback first moves them. Writes are optimistic: `replace` succeeds only if
+ * the version is still the one the new weights were computed from.
+ */
 export class WeightsRepository {
   private readonly getStmt;
+  private readonly insertStmt;
+  private readonly updateStmt;
 
   constructor(db: Db) {
     this.getStmt = db.prepare<[string, string], { version: number; weights: string }>(
       "SELECT version, weights FROM category_weights WHERE account_id = ? AND environment = ?",
+    );
+    // No row means the defaults: the first update inserts, and a concurrent first update finds the row and loses.
+    this.insertStmt = db.prepare<[string, string, number, string, number]>(
+      "INSERT INTO category_weights VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+    );
+    this.updateStmt = db.prepare<[number, string, number, string, string, number]>(
+      "UPDATE category_weights SET version = ?, weights = ?, updated_at = ? WHERE account_id = ? AND environment = ? AND version = ?",
     );
   }
 
@@ -18,5 +31,21 @@ export class WeightsRepository {
     const checked = validateWeights({ version: row.version, weights: JSON.parse(row.weights) as unknown });
     if (!checked.ok) throw new Error(`stored weights of ${tenant.accountId}/${tenant.environment} are invalid: ${checked.errors.join("; ")}`);
     return checked.value;
+  }
+
+  /**
+   * Stores `next` as version `expectedVersion + 1` if the stored version is
+   * still `expectedVersion`; false when another writer got there first.
+   * Invalid weights are never stored.
+   */
+  replace(tenant: Tenant, expectedVersion: number, next: CategoryWeights["weights"], now: number): boolean {
+    const checked = validateWeights({ version: expectedVersion + 1, weights: next });
+    if (!checked.ok) throw new Error(`refusing to store invalid weights: ${checked.errors.join("; ")}`);
+    const json = JSON.stringify(next);
+    const { accountId, environment } = tenant;
+    if (expectedVersion === DEFAULT_WEIGHTS.version && !this.getStmt.get(accountId, environment)) {
+      return this.insertStmt.run(accountId, environment, expectedVersion + 1, json, now).changes === 1;
+    }
+    return this.updateStmt.run(expectedVersion + 1, json, now, accountId, environment, expectedVersion).changes === 1;
   }
 }

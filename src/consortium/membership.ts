@@ -1,0 +1,50 @@
+import type { AuditActor } from "../audit/entry.js";
+import type { AuditTrail } from "../audit/log.js";
+import type { Clock } from "../clock.js";
+import type { ConsortiumRepository } from "../store/consortium.js";
+import type { Tenant } from "../store/tenant.js";
+import { checkWebhookUrl, type GuardOptions } from "../webhooks/address-guard.js";
+import { MIN_CONSORTIUM_KEY_LENGTH } from "./indicators.js";
+
+export interface MembershipInput {
+  key: string;
+  /** Both or neither: sharing needs the ingest URL and this member's key there. */
+  shareUrl: string;
+  shareToken: string;
+}
+
+/** Why a membership cannot be saved; empty when it can. */
+export function membershipProblems(input: MembershipInput, guard: GuardOptions): string[] {
+  const problems: string[] = [];
+  if (input.key.length < MIN_CONSORTIUM_KEY_LENGTH) problems.push(`the consortium key must have at least ${MIN_CONSORTIUM_KEY_LENGTH} characters`);
+  if ((input.shareUrl === "") !== (input.shareToken === "")) problems.push("sharing needs both the URL and the token");
+  if (input.shareUrl !== "") {
+    const problem = checkWebhookUrl(input.shareUrl, guard);
+    if (problem) problems.push(`the URL is refused: ${problem.message}`);
+  }
+  return problems;
+}
+
+/** Saves or removes an account's consortium membership with its audit entry (never the key or token). */
+export class ConsortiumMembership {
+  constructor(
+    private readonly repository: ConsortiumRepository,
+    private readonly audit: AuditTrail,
+    private readonly clock: Clock,
+  ) {}
+
+  set(tenant: Tenant, actor: AuditActor, input: MembershipInput): void {
+    this.audit.atomically(() => {
+      this.repository.putSettings(tenant, input, this.clock.now());
+      this.audit.record({ ...tenant, actor, action: "consortium.updated", data: { member: true, sharing: input.shareUrl !== "", shareUrl: input.shareUrl } });
+    });
+  }
+
+  disable(tenant: Tenant, actor: AuditActor): boolean {
+    return this.audit.atomically(() => {
+      const removed = this.repository.deleteSettings(tenant);
+      if (removed) this.audit.record({ ...tenant, actor, action: "consortium.updated", data: { member: false, sharing: false, shareUrl: "" } });
+      return removed;
+    });
+  }
+}

@@ -1,0 +1,82 @@
+import http from "node:http";
+import https from "node:https";
+import type { Clock } from "../clock.js";
+import { newId } from "../ids.js";
+import type { Outbox, OutboxTask, TaskOutcome } from "../outbox/outbox.js";
+import type { ConsortiumRepository } from "../store/consortium.js";
+import type { Tenant } from "../store/tenant.js";
+import { guardWebhookRequest, type GuardOptions } from "../webhooks/address-guard.js";
+import { signBatch, type Indicator } from "./indicators.js";
+
+/** Outbox task kind of one batch of indicators on its way to the consortium. */
+export const CONSORTIUM_SHARE_TASK = "consortium.share";
+const ATTEMPT_TIMEOUT_MS = 10_000;
+
+/** What the outbox keeps: hashes only, never the raw values or the consortium's credentials. */
+interface SharePayload {
+  batchId: string;
+  indicators: Indicator[];
+}
+
+/** Queues a batch for the consortium; call inside the feedback's transaction. */
+export function queueIndicators(outbox: Outbox, tenant: Tenant, indicators: Indicator[]): void {
+  const payload: SharePayload = { batchId: newId("cb"), indicators };
+  outbox.enqueue(CONSORTIUM_SHARE_TASK, tenant, payload);
+}
+
+/**
+ * Sends queued batches: each attempt reads the account's current settings
+ * (so a rotated token applies to retries and a disabled membership sends
+ * nothing more), signs the batch afresh and POSTs it. A 4xx answer other than
+ * 408 and 429 will not change on retry and goes to the dead-letter queue;
+ * anything else is retried on the outbox's schedule.
+ */
+export function registerConsortiumSharing(deps: { outbox: Outbox; consortium: ConsortiumRepository; clock: Clock; guard: GuardOptions }): void {
+  deps.outbox.register(CONSORTIUM_SHARE_TASK, async (task: OutboxTask): Promise<TaskOutcome> => {
+    if (!task.tenant) return { kind: "dead", error: "consortium batch without a tenant" };
+    const settings = deps.consortium.settings(task.tenant);
+    if (!settings || settings.shareUrl === "") return { kind: "done" };
+    const { batchId, indicators } = task.payload as SharePayload;
+    const signedAt = Math.floor(deps.clock.now() / 1000);
+    const body = JSON.stringify({ batchId, signedAt, indicators, signature: signBatch(settings.key, { batchId, signedAt, indicators }) });
+    const status = await post(settings.shareUrl, body, settings.shareToken, deps.guard);
+    if (status >= 200 && status < 300) return { kind: "done" };
+    if (status >= 400 && status < 500 && status !== 408 && status !== 429) {
+      return { kind: "dead", error: `the consortium refused the batch: HTTP ${status}` };
+    }
+    // Thrown: the outbox retries with its backoff and dead-letters after the last attempt.
+    throw new Error(`the consortium answered HTTP ${status}`);
+  });
+}
+
+/** One POST through the SSRF guard, no redirects, with a deadline; resolves to the status code. */
+function post(url: string, body: string, token: string, guard: GuardOptions): Promise<number> {
+  const checked = guardWebhookRequest(url, guard);
+  if (!checked.ok) return Promise.reject(new Error(`address_blocked: ${checked.problem.message}`));
+  const target = new URL(url);
+  const send = target.protocol === "https:" ? https.request : http.request;
+  return new Promise((resolve, reject) => {
+    const request = send(
+      target,
+      {
+        method: "POST",
+        headers: {
+          "Content-Type": "application/json",
+          "Content-Length": String(Buffer.byteLength(body)),
+          "X-API-Key": token,
+          "User-Agent": "fraud-decision-service-consortium",
+        },
+        lookup: checked.lookup,
+        agent: false,
+        timeout: ATTEMPT_TIMEOUT_MS,
+      },
+      (response) => {
+        resolve(response.statusCode ?? 0);
+        response.resume();
+      },
+    );
+    request.on("timeout", () => request.destroy(new Error("timeout")));
+    request.on("error", reject);
+    request.end(body);
+  });
+}

@@ -1,0 +1,98 @@
+// The learning rule of feedback (docs/feedback.md): a label moves the
+// account's category weights toward the categories that would have called the
+// outcome right, by at most MAX_SHIFT of the total weight, scaled by the
+// label's confidence, keeping every weight within [MIN_WEIGHT, MAX_WEIGHT] and
+// the set summing to 1. Pure: the store applies the result with optimistic locking.
+
+import { CATEGORIES, MAX_WEIGHT, MIN_WEIGHT, type Category, type CategoryWeights } from "../engine/index.js";
+import type { ActualOutcome } from "../webhooks/events.js";
+
+/** Total weight one feedback may move between categories (spec part 8: 5 %). */
+export const MAX_SHIFT = 0.05;
+/** Shifts smaller than this are floating-point noise, not a change of the weights. */
+const NO_MOVE = 1e-9;
+
+/** fraud, chargeback and abuse say the decision should have been risky; legitimate and valid say it was not. */
+export function isFraudOutcome(outcome: ActualOutcome): boolean {
+  return outcome === "fraud" || outcome === "chargeback" || outcome === "abuse";
+}
+
+/** Half the L1 distance: the weight that moved from some categories to others. */
+export function totalShift(from: Record<Category, number>, to: Record<Category, number>): number {
+  let sum = 0;
+  for (const category of CATEGORIES) sum += Math.abs(to[category] - from[category]);
+  return sum / 2;
+}
+
+/**
+ * The weights after one label. `categoryScores` are the decision's risks per
+ * category (0..1). A category "called it right" by its risk for a fraud
+ * outcome and by 1 − risk for a legitimate one; the target puts each weight in
+ * proportion to weight × rightness (a multiplicative-weights target). The
+ * weights step toward it by at most MAX_SHIFT × confidence of total shift,
+ * and the result is projected onto the bounds (and pulled back onto the cap
+ * if the projection moved it further). The output always validates.
+ */
+export function adjustWeights(
+  current: Record<Category, number>,
+  categoryScores: Readonly<Record<string, number>>,
+  outcome: ActualOutcome,
+  confidence: number,
+): Record<Category, number> {
+  const fraud = isFraudOutcome(outcome);
+  const rightness = (category: Category): number => {
+    const risk = Math.min(1, Math.max(0, categoryScores[category] ?? 0));
+    return fraud ? risk : 1 - risk;
+  };
+  let mass = 0;
+  for (const category of CATEGORIES) mass += current[category] * rightness(category);
+  // No category called it right (a fraud the engine saw nothing of): there is nowhere to move toward.
+  if (mass <= 0 || confidence <= 0) return { ...current };
+  const target = mapCategories((category) => (current[category] * rightness(category)) / mass);
+  const allowed = MAX_SHIFT * Math.min(1, confidence);
+  const distance = totalShift(current, target);
+  // Already where the label points (a legitimate decision nothing flagged): rounding noise is no move.
+  if (distance < NO_MOVE) return { ...current };
+  const step = Math.min(1, allowed / distance);
+  const stepped = projectOntoBounds(mapCategories((category) => current[category] + step * (target[category] - current[category])));
+  // The projection can only move further when a bound was hit; pull back onto the cap if so.
+  const shift = totalShift(current, stepped);
+  if (shift <= allowed) return stepped;
+  // Both ends are valid weight sets, so every point between them is one too.
+  return mapCategories((category) => current[category] + (allowed / shift) * (stepped[category] - current[category]));
+}
+
+/**
+ * The closest weight set (Euclidean distance) within [MIN_WEIGHT, MAX_WEIGHT]
+ * that sums to 1: every weight shifted by the same amount μ and clamped to the
+ * bounds. The sum is non-decreasing in μ, from 8 × 2% to 8 × 40%, so 1 lies in
+ * between and bisection finds μ.
+ */
+export function projectOntoBounds(weights: Record<Category, number>): Record<Category, number> {
+  const inBounds = CATEGORIES.every((category) => weights[category] >= MIN_WEIGHT && weights[category] <= MAX_WEIGHT);
+  if (inBounds && Math.abs(CATEGORIES.reduce((sum, category) => sum + weights[category], 0) - 1) < NO_MOVE) return weights;
+  const clampedSum = (shift: number): number =>
+    CATEGORIES.reduce((sum, category) => sum + Math.min(MAX_WEIGHT, Math.max(MIN_WEIGHT, weights[category] + shift)), 0);
+  let low = -1;
+  let high = 1;
+  for (let i = 0; i < 100 && high - low > 1e-15; i++) {
+    const middle = (low + high) / 2;
+    if (clampedSum(middle) < 1) low = middle;
+    else high = middle;
+  }
+  return mapCategories((category) => Math.min(MAX_WEIGHT, Math.max(MIN_WEIGHT, weights[category] + high)));
+}
+
+/** Change per category, rounded to 6 decimals for the response; zero changes left out. */
+export function weightChanges(before: CategoryWeights["weights"], after: CategoryWeights["weights"]): Record<string, number> {
+  const changes: Record<string, number> = {};
+  for (const category of CATEGORIES) {
+    const change = Math.round((after[category] - before[category]) * 1e6) / 1e6;
+    if (change !== 0) changes[category] = change;
+  }
+  return changes;
+}
+
+function mapCategories(value: (category: Category) => number): Record<Category, number> {
+  return Object.fromEntries(CATEGORIES.map((category) => [category, value(category)])) as Record<Category, number>;
+}

@@ -1,0 +1,287 @@
+import type { JsonValue } from "@bufbuild/protobuf";
+import { apiError } from "../api/errors.js";
+import type { AuditActor } from "../audit/entry.js";
+import type { AuditTrail } from "../audit/log.js";
+import { sha256Hex } from "../canonical-json.js";
+import type { Clock } from "../clock.js";
+import { indicatorsOf } from "../consortium/indicators.js";
+import { queueIndicators } from "../consortium/sharing.js";
+import type { DecisionDetails } from "../decisions/record.js";
+import { DEFAULT_WEIGHTS, scoreSignals, type Signals } from "../engine/index.js";
+import type { EventPublisher } from "../events/publisher.js";
+import { entitiesOfRequest, entityKeys } from "../graph/entities.js";
+import { newId } from "../ids.js";
+import type { Outbox } from "../outbox/outbox.js";
+import { normalizeListEntry, type ListKind } from "../policies/index.js";
+import type { ConsortiumRepository } from "../store/consortium.js";
+import type { Db } from "../store/database.js";
+import type { DecisionRepository, StoredDecision } from "../store/decisions.js";
+import type { FeedbackRepository } from "../store/feedback.js";
+import type { GraphRepository } from "../store/graph.js";
+import type { DecisionEntities } from "../store/history.js";
+import type { ListRepository } from "../store/lists.js";
+import type { Tenant } from "../store/tenant.js";
+import type { WeightsRepository } from "../store/weights.js";
+import type { ActualOutcome, Decision } from "../webhooks/events.js";
+import { adjustWeights, isFraudOutcome, totalShift, weightChanges } from "./learning.js";
+
+/** Optimistic-locking attempts of the weight update (spec part 8). */
+export const WEIGHT_UPDATE_ATTEMPTS = 3;
+
+export interface FeedbackInput {
+  decisionId: string;
+  evidenceId: string;
+  userId: string;
+  actualOutcome: ActualOutcome;
+  /** 0..1. */
+  confidence: number;
+  notes: string;
+}
+
+export interface FeedbackResult {
+  feedbackId: string;
+  decisionId: string;
+  actualOutcome: ActualOutcome;
+  weightsVersionBefore: number;
+  weightsVersionAfter: number;
+  adjustments: Record<string, number>;
+  graphUpdated: boolean;
+  consortiumShared: boolean;
+  replacedPrevious: boolean;
+}
+
+export interface FeedbackDeps {
+  db: Db;
+  clock: Clock;
+  decisions: DecisionRepository<DecisionDetails>;
+  feedback: FeedbackRepository;
+  weights: WeightsRepository;
+  graph: GraphRepository;
+  lists: ListRepository;
+  consortium: ConsortiumRepository;
+  outbox: Outbox;
+  events: EventPublisher;
+  audit: AuditTrail;
+  /** Called after a commit that added entries to automatic deny lists (PolicySets.invalidate). */
+  listsChanged(tenant: Tenant): void;
+}
+
+/** The parts of the evidence record feedback relies on; all covered by its integrity hash. */
+interface VerifiedEvidence {
+  decisionId: string;
+  request: JsonValue;
+  signals: Signals;
+  score: number;
+  decision: string;
+}
+
+/** The automatic deny lists' kinds, and the entity each takes from a decision. */
+const LIST_VALUES: Record<ListKind, (entities: DecisionEntities) => string> = {
+  user: (entities) => entities.userId,
+  email: (entities) => entities.email,
+  ip: (entities) => entities.ip,
+  device: (entities) => entities.deviceId,
+};
+
+/** What one attempt's transaction committed. */
+interface Committed {
+  applied: FeedbackResult;
+  /** Entries added to automatic deny lists. */
+  listed: Array<{ list: string; value: string }>;
+}
+
+/** Thrown inside an attempt's transaction to roll it back and try again. */
+class StaleRead extends Error {}
+
+/**
+ * Applies ground truth to a past decision (docs/feedback.md): verifies the
+ * evidence, moves the weights (first label of a decision only), relabels the
+ * decision's entities in the fraud graph, feeds automatic deny lists, queues
+ * consortium indicators, and publishes feedback.received — all in one
+ * transaction per attempt, so a failed attempt leaves nothing behind.
+ *
+ * The weights are read outside the write transaction and written only if
+ * their version is unchanged (optimistic locking): another process's update in
+ * between makes the attempt start over, at most WEIGHT_UPDATE_ATTEMPTS times.
+ */
+export class FeedbackProcessor {
+  private readonly write;
+
+  constructor(private readonly deps: FeedbackDeps) {
+    this.write = deps.db.transaction((work: () => Committed) => work());
+  }
+
+  submit(tenant: Tenant, actor: AuditActor, input: FeedbackInput): FeedbackResult {
+    const decision = this.findDecision(tenant, input);
+    const evidence = this.verifiedEvidence(tenant, actor, decision);
+    const entities = entitiesOfRequest(evidence.request);
+    // Category risks are recomputed from the verified signals: they do not depend on the weights.
+    const categoryScores = scoreSignals(evidence.signals, DEFAULT_WEIGHTS).categoryScores;
+    const fraud = isFraudOutcome(input.actualOutcome);
+
+    for (let attempt = 1; attempt <= WEIGHT_UPDATE_ATTEMPTS; attempt++) {
+      const { feedback, weights } = this.deps;
+      const current = weights.current(tenant);
+      const previous = feedback.latestFor(tenant, decision.id);
+      // A decision moves the weights once: a later label replaces the earlier one everywhere else.
+      const next = previous ? current.weights : adjustWeights(current.weights, categoryScores, input.actualOutcome, input.confidence);
+      const moves = totalShift(current.weights, next) > 0;
+      try {
+        const { applied, listed } = this.write.immediate((): Committed => {
+          const now = this.deps.clock.now();
+          if (feedback.latestFor(tenant, decision.id)?.id !== previous?.id) throw new StaleRead();
+          if (moves && !weights.replace(tenant, current.version, next, now)) throw new StaleRead();
+          const applied: FeedbackResult = {
+            feedbackId: newId("fb"),
+            decisionId: decision.id,
+            actualOutcome: input.actualOutcome,
+            weightsVersionBefore: current.version,
+            weightsVersionAfter: moves ? current.version + 1 : current.version,
+            adjustments: weightChanges(current.weights, next),
+            graphUpdated: this.deps.graph.label(tenant, decision.id, entityKeys(entities), fraud),
+            consortiumShared: fraud && !(previous && isFraudOutcome(previous.actualOutcome)) && this.share(tenant, entities),
+            replacedPrevious: previous !== undefined,
+          };
+          const listed = fraud ? this.addToAutomaticLists(tenant, entities, now) : [];
+          feedback.insert(tenant, {
+            id: applied.feedbackId,
+            decisionId: decision.id,
+            actualOutcome: input.actualOutcome,
+            confidence: input.confidence,
+            notes: input.notes,
+            weightsVersionBefore: applied.weightsVersionBefore,
+            weightsVersionAfter: applied.weightsVersionAfter,
+            adjustments: applied.adjustments,
+            createdAt: now,
+          });
+          this.deps.events.publish(tenant, "feedback.received", {
+            feedbackId: applied.feedbackId,
+            decisionId: decision.id,
+            userId: decision.userId,
+            actualOutcome: input.actualOutcome,
+            confidence: input.confidence,
+            decision: decision.decision as Decision,
+            score: decision.score,
+          });
+          this.deps.audit.record({
+            ...tenant,
+            actor,
+            action: "feedback.received",
+            subject: applied.feedbackId,
+            data: {
+              decisionId: decision.id,
+              actualOutcome: input.actualOutcome,
+              confidence: input.confidence,
+              replacedPrevious: applied.replacedPrevious,
+              weightsVersionBefore: applied.weightsVersionBefore,
+              weightsVersionAfter: applied.weightsVersionAfter,
+              adjustments: applied.adjustments,
+              listEntriesAdded: listed,
+            },
+          });
+          return { applied, listed };
+        });
+        if (listed.length > 0) this.deps.listsChanged(tenant);
+        return applied;
+      } catch (error) {
+        if (!(error instanceof StaleRead)) throw error;
+      }
+    }
+    throw apiError(
+      "CONFLICT",
+      `the account's weights changed during each of ${WEIGHT_UPDATE_ATTEMPTS} attempts to apply this feedback; nothing was stored, retry`,
+      { retryAfterSeconds: 1 },
+    );
+  }
+
+  /**
+   * decisionId, else evidenceId, else the user's most recent decision; any
+   * other identifier given must name the same decision.
+   */
+  private findDecision(tenant: Tenant, input: FeedbackInput): StoredDecision<DecisionDetails> {
+    const { decisions } = this.deps;
+    let decision: StoredDecision<DecisionDetails> | undefined;
+    let by: string;
+    if (input.decisionId) {
+      decision = decisions.get(tenant, input.decisionId);
+      by = `decision ${input.decisionId}`;
+    } else if (input.evidenceId) {
+      decision = decisions.getByEvidence(tenant, input.evidenceId);
+      by = `decision with evidence ${input.evidenceId}`;
+    } else {
+      decision = decisions.latestForUser(tenant, input.userId);
+      by = `decision for user ${JSON.stringify(input.userId)}`;
+    }
+    if (!decision) throw apiError("NOT_FOUND", `no ${by} in this account and environment`);
+    const mismatches: Array<{ field: string; description: string }> = [];
+    if (input.evidenceId && input.evidenceId !== decision.evidenceId) {
+      mismatches.push({ field: "evidenceId", description: `is not the evidence of ${decision.id}` });
+    }
+    if (input.userId && input.userId !== decision.userId) {
+      mismatches.push({ field: "userId", description: `is not the user of ${decision.id}` });
+    }
+    if (mismatches.length > 0) {
+      throw apiError("VALIDATION_ERROR", `the identifiers name different decisions: ${mismatches.map((m) => `${m.field} ${m.description}`).join("; ")}`, {
+        fieldViolations: mismatches,
+      });
+    }
+    return decision;
+  }
+
+  /**
+   * The decision's evidence, refused (and the refusal audited) unless its
+   * content still hashes to the integrity hash stored with it and agrees with
+   * the decision row on the decision, score and identity.
+   */
+  private verifiedEvidence(tenant: Tenant, actor: AuditActor, decision: StoredDecision<DecisionDetails>): VerifiedEvidence {
+    const stored = this.deps.decisions.evidence(tenant, decision.evidenceId);
+    let problem: string | undefined;
+    let evidence: VerifiedEvidence | undefined;
+    if (!stored) problem = "the evidence record is missing";
+    else if (sha256Hex(stored.content) !== stored.integrityHash) problem = "the evidence content does not match its integrity hash";
+    else {
+      evidence = JSON.parse(stored.content) as VerifiedEvidence;
+      if (evidence.decisionId !== decision.id || evidence.score !== decision.score || evidence.decision !== decision.decision) {
+        problem = "the decision record disagrees with its evidence";
+      }
+    }
+    if (problem !== undefined || evidence === undefined) {
+      this.deps.audit.atomically(() =>
+        this.deps.audit.record({
+          ...tenant,
+          actor,
+          action: "evidence.tampered",
+          subject: decision.id,
+          data: { evidenceId: decision.evidenceId, problem: problem ?? "unreadable evidence" },
+        }),
+      );
+      throw apiError("EVIDENCE_TAMPERED", `feedback refused: ${problem ?? "unreadable evidence"} (decision ${decision.id}); the refusal is in the audit log`);
+    }
+    return evidence;
+  }
+
+  /** Queues the decision's indicators when the account shares with a consortium; true when queued. */
+  private share(tenant: Tenant, entities: DecisionEntities): boolean {
+    const settings = this.deps.consortium.settings(tenant);
+    if (!settings || settings.shareUrl === "") return false;
+    const indicators = indicatorsOf(entities, settings.key);
+    if (indicators.length === 0) return false;
+    queueIndicators(this.deps.outbox, tenant, indicators);
+    return true;
+  }
+
+  /** Adds the decision's entities to the account's automatic deny lists of their kind; the entries added. */
+  private addToAutomaticLists(tenant: Tenant, entities: DecisionEntities, now: number): Array<{ list: string; value: string }> {
+    const added: Array<{ list: string; value: string }> = [];
+    for (const list of this.deps.lists.list(tenant, now)) {
+      if (!list.automatic || list.type !== "deny") continue;
+      const value = normalizeListEntry(list.kind, LIST_VALUES[list.kind](entities));
+      if (value === null) continue;
+      if (this.deps.lists.putEntry(tenant, list.name, { value, expiresAt: undefined }, now)) {
+        this.deps.lists.touch(tenant, list.name, now);
+        added.push({ list: list.name, value });
+      }
+    }
+    return added;
+  }
+}

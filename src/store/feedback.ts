@@ -1,0 +1,66 @@
+import type { ActualOutcome } from "../webhooks/events.js";
+import type { Db } from "./database.js";
+import type { Tenant } from "./tenant.js";
+
+/** One feedback submission as stored. */
+export interface StoredFeedback {
+  id: string;
+  decisionId: string;
+  actualOutcome: ActualOutcome;
+  confidence: number;
+  notes: string;
+  weightsVersionBefore: number;
+  weightsVersionAfter: number;
+  adjustments: Record<string, number>;
+  createdAt: number;
+}
+
+interface FeedbackRow {
+  id: string;
+  decision_id: string;
+  actual_outcome: ActualOutcome;
+  confidence: number;
+  notes: string;
+  weights_version_before: number;
+  weights_version_after: number;
+  adjustments: string;
+  created_at: number;
+}
+
+/** Every feedback submission; a decision's latest one is its current label. */
+export class FeedbackRepository {
+  private readonly insertStmt;
+  private readonly latestStmt;
+
+  constructor(db: Db) {
+    this.insertStmt = db.prepare(
+      `INSERT INTO feedback VALUES (@id, @accountId, @environment, @decisionId, @actualOutcome, @confidence, @notes,
+         @weightsVersionBefore, @weightsVersionAfter, @adjustments, @createdAt)`,
+    );
+    this.latestStmt = db.prepare<[string, string, string], FeedbackRow>(
+      "SELECT * FROM feedback WHERE account_id = ? AND environment = ? AND decision_id = ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
+    );
+  }
+
+  insert(tenant: Tenant, feedback: StoredFeedback): void {
+    this.insertStmt.run({ ...tenant, ...feedback, adjustments: JSON.stringify(feedback.adjustments) });
+  }
+
+  /** The decision's current label; undefined when it has none. */
+  latestFor(tenant: Tenant, decisionId: string): StoredFeedback | undefined {
+    const row = this.latestStmt.get(tenant.accountId, tenant.environment, decisionId);
+    return (
+      row && {
+        id: row.id,
+        decisionId: row.decision_id,
+        actualOutcome: row.actual_outcome,
+        confidence: row.confidence,
+        notes: row.notes,
+        weightsVersionBefore: row.weights_version_before,
+        weightsVersionAfter: row.weights_version_after,
+        adjustments: JSON.parse(row.adjustments) as Record<string, number>,
+        createdAt: row.created_at,
+      }
+    );
+  }
+}

@@ -1,0 +1,96 @@
+import type { Db } from "./database.js";
+import type { Tenant } from "./tenant.js";
+
+/**
+ * Decisions read per entity of a request in the second hop: the most recent
+ * ones. It bounds a lookup whatever an entity's degree (a shared office IP, a
+ * device farm), so a lookup costs at most entities × (1 + FANOUT × entities
+ * per decision) index probes (bench/graph.ts measures it at a million edges).
+ */
+export const GRAPH_FANOUT = 32;
+
+/** What the fraud graph says about a request's entities (HistorySnapshot.graph). */
+export interface GraphLink {
+  linkedToFraud: boolean;
+  /** 1: an entity of the request is fraud-labelled; 2: it appeared in a decision with one; null: neither. */
+  hops: number | null;
+  /** Distinct fraud-labelled entities within two hops. */
+  fraudNeighbours: number;
+}
+
+/**
+ * The fraud graph (docs/feedback.md): a bipartite graph of decisions and the
+ * entities they carried (user, device, IP, e-mail, card, bank account), plus
+ * fraud labels on entities. Edges are written in the decide transaction,
+ * labels by feedback; lookups read a fixed, bounded number of index ranges.
+ */
+export class GraphRepository {
+  private readonly insertEdgeStmt;
+  private readonly clearLabelsStmt;
+  private readonly insertLabelStmt;
+  private readonly labelledStmt;
+  private readonly neighboursStmt;
+
+  constructor(db: Db) {
+    this.insertEdgeStmt = db.prepare<[string, string, string, number, string]>(
+      "INSERT OR IGNORE INTO graph_edges VALUES (?, ?, ?, ?, ?)",
+    );
+    this.clearLabelsStmt = db.prepare<[string, string, string]>(
+      "DELETE FROM graph_labels WHERE decision_id = ? AND account_id = ? AND environment = ?",
+    );
+    this.insertLabelStmt = db.prepare<[string, string, string, string]>("INSERT OR IGNORE INTO graph_labels VALUES (?, ?, ?, ?)");
+    this.labelledStmt = db.prepare<[string, string, string], { one: number }>(
+      "SELECT 1 AS one FROM graph_labels WHERE account_id = ? AND environment = ? AND entity = ? LIMIT 1",
+    );
+    // Second hop: the entity's most recent decisions, their other entities, and which of those carry a label.
+    // CROSS JOIN fixes the loop order: left to right, each step an index probe. (A plain JOIN let the planner
+    // put the tenant's labels outermost, a scan that grows with the graph.)
+    this.neighboursStmt = db.prepare<[{ accountId: string; environment: string; entity: string; fanout: number }], { entity: string }>(
+      `SELECT DISTINCT l.entity FROM
+         (SELECT decision_id FROM graph_edges
+           WHERE account_id = @accountId AND environment = @environment AND entity = @entity
+           ORDER BY created_at DESC LIMIT @fanout) d
+         CROSS JOIN graph_edges n ON n.decision_id = d.decision_id
+         CROSS JOIN graph_labels l ON l.account_id = @accountId AND l.environment = @environment AND l.entity = n.entity`,
+    );
+  }
+
+  /** Links a decision to its entities. Call inside the decide transaction. */
+  recordEdges(tenant: Tenant, decisionId: string, entities: readonly string[], at: number): void {
+    for (const entity of entities) this.insertEdgeStmt.run(tenant.accountId, tenant.environment, entity, at, decisionId);
+  }
+
+  /**
+   * Sets the labels a decision gives its entities: fraud labels them all, a
+   * legitimate label removes what an earlier label of the same decision set.
+   * True when any label was added or removed.
+   */
+  label(tenant: Tenant, decisionId: string, entities: readonly string[], fraud: boolean): boolean {
+    let changed = this.clearLabelsStmt.run(decisionId, tenant.accountId, tenant.environment).changes;
+    if (fraud) {
+      for (const entity of entities) changed += this.insertLabelStmt.run(tenant.accountId, tenant.environment, entity, decisionId).changes;
+    }
+    return changed > 0;
+  }
+
+  /** Fraud-labelled entities within two hops of `entities` (a request's, before it is recorded). */
+  lookup(tenant: Tenant, entities: readonly string[]): GraphLink {
+    const { accountId, environment } = tenant;
+    const labelled = new Set<string>();
+    let hops: number | null = null;
+    for (const entity of entities) {
+      if (this.labelledStmt.get(accountId, environment, entity)) {
+        labelled.add(entity);
+        hops = 1;
+      }
+    }
+    for (const entity of entities) {
+      for (const row of this.neighboursStmt.all({ accountId, environment, entity, fanout: GRAPH_FANOUT })) {
+        if (labelled.has(row.entity)) continue;
+        labelled.add(row.entity);
+        hops ??= 2;
+      }
+    }
+    return { linkedToFraud: hops !== null, hops, fraudNeighbours: labelled.size };
+  }
+}

@@ -1,0 +1,134 @@
+import { spawn } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ConnectError } from "@connectrpc/connect";
+import { describeError } from "../src/api/errors.js";
+import { AuditLog } from "../src/audit/log.js";
+import { AuditSigner } from "../src/audit/signer.js";
+import { verifyChain } from "../src/audit/verify.js";
+import { validateWeights } from "../src/engine/index.js";
+import { FeedbackProcessor, WEIGHT_UPDATE_ATTEMPTS } from "../src/feedback/processor.js";
+import { systemClock } from "../src/clock.js";
+import { EventPublisher } from "../src/events/publisher.js";
+import { silentLogger } from "../src/log.js";
+import { Outbox } from "../src/outbox/outbox.js";
+import { SqliteAuditStore } from "../src/store/audit.js";
+import { ConsortiumRepository } from "../src/store/consortium.js";
+import { DecisionRepository } from "../src/store/decisions.js";
+import { FeedbackRepository } from "../src/store/feedback.js";
+import { GraphRepository } from "../src/store/graph.js";
+import { ListRepository } from "../src/store/lists.js";
+import { WeightsRepository } from "../src/store/weights.js";
+import { HUMAN_DESKTOP } from "./helpers/inputs.js";
+import { startTestServer, type TestServer } from "./helpers/server.js";
+
+const WRITERS = 4;
+const PER_WRITER = 12;
+let server: TestServer;
+let account: ReturnType<TestServer["createAccount"]>;
+
+beforeAll(async () => {
+  server = await startTestServer({ config: { engineThreads: 1 } });
+  account = server.createAccount("Contended");
+});
+afterAll(() => server.close());
+
+async function fraudDecisions(count: number, prefix: string): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const res = await fetch(`${server.url}/api/v1/decide`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": account.keys.live.secret },
+      body: JSON.stringify({ userId: `${prefix}_${i}`, action: "signup", email: `zq${i}x${prefix}v@mailinator.com`, ip: `81.2.69.${i % 250}`, deviceId: `${prefix}_dev_${i}`, ...HUMAN_DESKTOP }),
+    });
+    const { data } = (await res.json()) as { data: { evidenceId: string } };
+    ids.push((server.app.db.prepare("SELECT id FROM decisions WHERE evidence_id = ?").get(data.evidenceId) as { id: string }).id);
+  }
+  return ids;
+}
+
+type WriterResult = { ok: true; before: number; after: number } | { ok: false; code: string };
+
+function runWriter(decisionIds: string[], startAt: number): Promise<WriterResult[]> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", "test/helpers/feedback-writer.ts", server.dataDir, account.account.id, "live", String(startAt), ...decisionIds], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on("error", reject);
+    child.on("close", (code) => (code === 0 ? resolve(JSON.parse(stdout) as WriterResult[]) : reject(new Error(`writer exited ${code}: ${stderr}`))));
+  });
+}
+
+describe("weights under concurrent feedback from several processes", () => {
+  it("never loses an update and never breaks the bounds", async () => {
+    const decisions = await fraudDecisions(WRITERS * PER_WRITER, "contended");
+    const startAt = Date.now() + 2_500;
+    const outcomes = (
+      await Promise.all(Array.from({ length: WRITERS }, (_, w) => runWriter(decisions.slice(w * PER_WRITER, (w + 1) * PER_WRITER), startAt)))
+    ).flat();
+
+    const applied = outcomes.filter((outcome): outcome is Extract<WriterResult, { ok: true }> => outcome.ok);
+    const refused = outcomes.filter((outcome) => !outcome.ok);
+    // A submission either moved the weights exactly once or was refused as contended, with nothing stored.
+    expect(refused.every((outcome) => !outcome.ok && outcome.code === "CONFLICT")).toBe(true);
+    expect(applied.length + refused.length).toBe(WRITERS * PER_WRITER);
+    expect(applied.length).toBeGreaterThan(0);
+    for (const outcome of applied) expect(outcome.after).toBe(outcome.before + 1);
+    // Every version from 2 on was produced by exactly one submission: no two updates built on the same version.
+    expect(applied.map((outcome) => outcome.after).sort((a, b) => a - b)).toEqual(Array.from({ length: applied.length }, (_, i) => i + 2));
+
+    const row = server.app.db.prepare("SELECT version, weights FROM category_weights WHERE account_id = ? AND environment = 'live'").get(account.account.id) as { version: number; weights: string };
+    expect(row.version).toBe(1 + applied.length);
+    expect(validateWeights({ version: row.version, weights: JSON.parse(row.weights) as unknown }).ok).toBe(true);
+    const stored = server.app.db.prepare("SELECT COUNT(*) AS n FROM feedback WHERE account_id = ?").get(account.account.id) as { n: number };
+    expect(stored.n).toBe(applied.length);
+    // The audit chain, appended to by every process, is intact.
+    const signer = AuditSigner.loadOrCreate(server.dataDir);
+    expect(verifyChain(new SqliteAuditStore(server.app.db).entries(), signer.publicKey).ok).toBe(true);
+  }, 60_000);
+
+  it(`gives up after ${WEIGHT_UPDATE_ATTEMPTS} attempts when the weights change under every one, storing nothing`, async () => {
+    const [decisionId] = await fraudDecisions(1, "starved");
+    const db = server.app.db;
+    const weights = new WeightsRepository(db);
+    let attempts = 0;
+    // Another writer that always commits first: every optimistic write finds a newer version.
+    const racing = Object.assign(Object.create(weights) as WeightsRepository, {
+      replace: () => {
+        attempts++;
+        return false;
+      },
+    });
+    const outbox = new Outbox(db, systemClock, silentLogger);
+    const processor = new FeedbackProcessor({
+      db,
+      clock: systemClock,
+      decisions: new DecisionRepository(db),
+      feedback: new FeedbackRepository(db),
+      weights: racing,
+      graph: new GraphRepository(db),
+      lists: new ListRepository(db),
+      consortium: new ConsortiumRepository(db),
+      outbox,
+      events: new EventPublisher(outbox, systemClock),
+      audit: new AuditLog(new SqliteAuditStore(db), AuditSigner.loadOrCreate(server.dataDir), systemClock),
+      listsChanged: () => {},
+    });
+    let failure: unknown;
+    try {
+      processor.submit({ accountId: account.account.id, environment: "live" }, "cli", { decisionId: decisionId ?? "", evidenceId: "", userId: "", actualOutcome: "fraud", confidence: 1, notes: "" });
+    } catch (error) {
+      failure = error;
+    }
+    expect(failure).toBeInstanceOf(ConnectError);
+    const described = describeError(failure as ConnectError);
+    expect(described).toMatchObject({ code: "CONFLICT", httpStatus: 409 });
+    expect(described.detail.retryAfterSeconds).toBe(1);
+    expect(attempts).toBe(WEIGHT_UPDATE_ATTEMPTS);
+    expect((db.prepare("SELECT COUNT(*) AS n FROM feedback WHERE decision_id = ?").get(decisionId) as { n: number }).n).toBe(0);
+    expect((db.prepare("SELECT COUNT(*) AS n FROM graph_labels WHERE decision_id = ?").get(decisionId) as { n: number }).n).toBe(0);
+  });
+});

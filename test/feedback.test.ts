@@ -1,0 +1,346 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CATEGORIES, DEFAULT_WEIGHTS, MAX_WEIGHT, MIN_WEIGHT, validateWeights, type Category } from "../src/engine/index.js";
+import { MAX_SHIFT, adjustWeights, projectOntoBounds, totalShift } from "../src/feedback/learning.js";
+import type { WebhookEvent } from "../src/webhooks/events.js";
+import { ManualClock } from "./helpers/clock.js";
+import { HUMAN_DESKTOP } from "./helpers/inputs.js";
+import { startTestServer, type TestServer } from "./helpers/server.js";
+
+const HOUR = 3_600_000;
+const clock = new ManualClock();
+let server: TestServer;
+let acme: ReturnType<TestServer["createAccount"]>;
+let globex: ReturnType<TestServer["createAccount"]>;
+const events: WebhookEvent[] = [];
+
+beforeAll(async () => {
+  // A generous budget: these tests read the comprehensive path's graph signal, never the fast fallback.
+  server = await startTestServer({ clock, config: { engineThreads: 1, comprehensiveBudgetMs: 5_000 } });
+  acme = server.createAccount("Acme");
+  globex = server.createAccount("Globex");
+  server.app.events.addSink({
+    wants: (_tenant, type) => type === "feedback.received",
+    deliver: (_tenant, event) => {
+      events.push(event);
+    },
+  });
+});
+afterAll(() => server.close());
+
+interface DecideData { decision: string; score: number; reasons: string[]; evidenceId: string }
+interface FeedbackData {
+  feedbackId: string;
+  decisionId: string;
+  actualOutcome: string;
+  weightsVersionBefore: number;
+  weightsVersionAfter: number;
+  adjustments: Record<string, number>;
+  graphUpdated: boolean;
+  consortiumShared: boolean;
+  replacedPrevious: boolean;
+}
+interface ErrorBody { error: { code: string; message: string; details: { fieldViolations?: Array<{ field: string }> } } }
+
+async function call<T>(key: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: T; headers: Headers }> {
+  const res = await fetch(`${server.url}${path}`, {
+    method,
+    headers: { "content-type": "application/json", "x-api-key": key },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as T, headers: res.headers };
+}
+
+async function decide(key: string, body: Record<string, unknown>): Promise<DecideData & { decisionId: string }> {
+  const { status, body: response } = await call<{ data: DecideData }>(key, "POST", "/api/v1/decide", body);
+  expect(status).toBe(200);
+  const row = server.app.db.prepare("SELECT id FROM decisions WHERE evidence_id = ?").get(response.data.evidenceId) as { id: string };
+  return { ...response.data, decisionId: row.id };
+}
+
+const feedback = (key: string, body: Record<string, unknown>) => call<{ data: FeedbackData } & ErrorBody>(key, "POST", "/api/v1/feedback", body);
+
+async function signalsOf(key: string, decisionId: string): Promise<{ graph: { linkedToFraud: boolean; hops: number | null; fraudNeighbours: number } }> {
+  const { body } = await call<{ data: { signals: { graph: { linkedToFraud: boolean; hops: number | null; fraudNeighbours: number } } } }>(key, "GET", `/api/v1/decisions/${decisionId}`);
+  return body.data.signals;
+}
+
+async function eventually(check: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !check(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  expect(check()).toBe(true);
+}
+
+/** A throwaway mailbox with a random-looking local part, a fresh IP and device: nothing shared with earlier requests. */
+function fraudPattern(i: number) {
+  return {
+    userId: `fraud_${i}`,
+    action: "signup",
+    email: `q${(i * 7919).toString(36)}x${i}z@mailinator.com`,
+    ip: `81.2.69.${10 + i}`,
+    deviceId: `dev_fraud_${i}`,
+    ...HUMAN_DESKTOP,
+  };
+}
+
+/** A real person who filled nothing in by hand (password manager, autofill): no interaction. */
+function legitimatePattern(i: number) {
+  return {
+    userId: `legit_${i}`,
+    action: "login",
+    email: `jane.doe${i}@example.co.uk`,
+    ip: `81.2.69.${120 + i}`,
+    deviceId: `dev_legit_${i}`,
+    ...HUMAN_DESKTOP,
+    behavior: { timeOnPageMs: 30_000, formFillMs: 8_000, keystrokes: 0, pointerMoves: 0, pasteEvents: 0, clicks: 0 },
+  };
+}
+
+describe("the learning rule", () => {
+  const random = (seed: number) => () => {
+    seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
+    return seed / 2 ** 31;
+  };
+
+  it("keeps every weight within 2%..40%, the sum at 1 and the shift within 5% × confidence, whatever it is fed", () => {
+    const next = random(42);
+    let weights = { ...DEFAULT_WEIGHTS.weights };
+    for (let step = 0; step < 2_000; step++) {
+      const scores = Object.fromEntries(CATEGORIES.map((category) => [category, next() < 0.5 ? 0 : next()]));
+      const outcome = (["fraud", "legitimate", "chargeback", "abuse", "valid"] as const)[Math.floor(next() * 5)] ?? "fraud";
+      const confidence = next();
+      const adjusted = adjustWeights(weights, scores, outcome, confidence);
+      expect(validateWeights({ version: 1, weights: adjusted }).ok).toBe(true);
+      expect(totalShift(weights, adjusted)).toBeLessThanOrEqual(MAX_SHIFT * confidence + 1e-12);
+      for (const category of CATEGORIES) {
+        expect(adjusted[category]).toBeGreaterThanOrEqual(MIN_WEIGHT - 1e-9);
+        expect(adjusted[category]).toBeLessThanOrEqual(MAX_WEIGHT + 1e-9);
+      }
+      weights = adjusted;
+    }
+  });
+
+  it("moves weight toward the categories that called a fraud, and away from those that cried wolf", () => {
+    const scores = { email: 1, behavior: 0 } as Record<string, number>;
+    const afterFraud = adjustWeights(DEFAULT_WEIGHTS.weights, scores, "fraud", 1);
+    expect(afterFraud.email).toBeCloseTo(DEFAULT_WEIGHTS.weights.email + MAX_SHIFT, 9);
+    const afterLegit = adjustWeights(DEFAULT_WEIGHTS.weights, { behavior: 0.7 }, "legitimate", 1);
+    expect(afterLegit.behavior).toBeLessThan(DEFAULT_WEIGHTS.weights.behavior);
+    // A legitimate decision nothing flagged was already right: nothing moves.
+    expect(adjustWeights(DEFAULT_WEIGHTS.weights, {}, "valid", 1)).toEqual(DEFAULT_WEIGHTS.weights);
+    // A fraud nothing flagged gives no direction.
+    expect(adjustWeights(DEFAULT_WEIGHTS.weights, {}, "fraud", 1)).toEqual(DEFAULT_WEIGHTS.weights);
+    // Half the confidence, half the shift.
+    expect(totalShift(DEFAULT_WEIGHTS.weights, adjustWeights(DEFAULT_WEIGHTS.weights, scores, "chargeback", 0.5))).toBeCloseTo(MAX_SHIFT / 2, 9);
+  });
+
+  it("projects onto the bounds by one common shift, clamped", () => {
+    const skewed = Object.fromEntries(CATEGORIES.map((category) => [category, category === "email" ? 0.9 : 0.1 / 7])) as Record<Category, number>;
+    const projected = projectOntoBounds(skewed);
+    expect(projected.email).toBe(MAX_WEIGHT);
+    // The other seven share the remaining 60% equally, as they started equal.
+    expect(projected.network).toBeCloseTo(0.6 / 7, 9);
+    expect(validateWeights({ version: 1, weights: projected }).ok).toBe(true);
+  });
+});
+
+describe("POST /api/v1/feedback", () => {
+  it("is for secret keys only", async () => {
+    const { status, body } = await feedback(acme.keys.test.publishable, { userId: "anyone", actualOutcome: "fraud" });
+    expect(status).toBe(403);
+    expect(body.error.code).toBe("FORBIDDEN");
+  });
+
+  it("finds the decision by decisionId, evidenceId or the user's most recent decision, and answers what changed", async () => {
+    const first = await decide(acme.keys.test.secret, { ...fraudPattern(90), userId: "lookup_user" });
+    clock.advance(HOUR);
+    const latest = await decide(acme.keys.test.secret, { ...fraudPattern(91), userId: "lookup_user" });
+    clock.advance(HOUR);
+
+    const byUser = await feedback(acme.keys.test.secret, { userId: "lookup_user", actualOutcome: "fraud", notes: "chargeback filed" });
+    expect(byUser.status).toBe(200);
+    expect(byUser.body.data.decisionId).toBe(latest.decisionId);
+    expect(byUser.body.data).toMatchObject({ actualOutcome: "fraud", replacedPrevious: false, graphUpdated: true, consortiumShared: false });
+    expect(byUser.body.data.feedbackId).toMatch(/^fb_[0-9A-Za-z]{22}$/);
+    expect(byUser.body.data.weightsVersionAfter).toBe(byUser.body.data.weightsVersionBefore + 1);
+    expect(byUser.body.data.adjustments.email).toBeGreaterThan(0);
+    const moved = Object.values(byUser.body.data.adjustments).reduce((sum, change) => sum + Math.abs(change), 0) / 2;
+    expect(moved).toBeLessThanOrEqual(MAX_SHIFT + 1e-6);
+
+    const byEvidence = await feedback(acme.keys.test.secret, { evidenceId: first.evidenceId, actualOutcome: "chargeback", confidence: 0.5 });
+    expect(byEvidence.body.data.decisionId).toBe(first.decisionId);
+    const byId = await feedback(acme.keys.test.secret, { decisionId: first.decisionId, evidenceId: first.evidenceId, actualOutcome: "fraud" });
+    expect(byId.body.data).toMatchObject({ decisionId: first.decisionId, replacedPrevious: true });
+
+    await eventually(() => events.some((event) => event.type === "feedback.received" && (event.data as { feedbackId: string }).feedbackId === byUser.body.data.feedbackId));
+    const event = events.find((e) => e.type === "feedback.received" && (e.data as { feedbackId: string }).feedbackId === byUser.body.data.feedbackId);
+    expect(event).toMatchObject({ accountId: acme.account.id, environment: "test", data: { decisionId: latest.decisionId, userId: "lookup_user", actualOutcome: "fraud", confidence: 1, decision: latest.decision, score: latest.score } });
+  });
+
+  it("answers 404 for unknown decisions and for those of another account or environment", async () => {
+    const made = await decide(acme.keys.live.secret, { ...fraudPattern(92), userId: "live_only" });
+    for (const [key, body] of [
+      [acme.keys.test.secret, { decisionId: made.decisionId, actualOutcome: "fraud" }],
+      [globex.keys.live.secret, { evidenceId: made.evidenceId, actualOutcome: "fraud" }],
+      [globex.keys.live.secret, { userId: "live_only", actualOutcome: "fraud" }],
+      [acme.keys.live.secret, { decisionId: "dec_doesnotexist0000000000", actualOutcome: "fraud" }],
+    ] as const) {
+      const { status, body: answer } = await feedback(key, body);
+      expect(status).toBe(404);
+      expect(answer.error.code).toBe("NOT_FOUND");
+      expect(answer.error.message).toMatch(/^no decision/);
+    }
+  });
+
+  it("refuses identifiers that name different decisions, and input outside the contract", async () => {
+    const one = await decide(acme.keys.test.secret, { ...fraudPattern(93), userId: "mismatch_a" });
+    const other = await decide(acme.keys.test.secret, { ...fraudPattern(94), userId: "mismatch_b" });
+    const mixed = await feedback(acme.keys.test.secret, { decisionId: one.decisionId, evidenceId: other.evidenceId, actualOutcome: "fraud" });
+    expect(mixed.status).toBe(400);
+    expect(mixed.body.error.details.fieldViolations?.map((v) => v.field)).toEqual(["evidenceId"]);
+    for (const body of [
+      { actualOutcome: "fraud" },
+      { userId: "u", actualOutcome: "stolen" },
+      { userId: "u", actualOutcome: "fraud", confidence: 1.5 },
+      { userId: "u", actualOutcome: "fraud", notes: "x".repeat(1001) },
+    ]) {
+      const { status, body: answer } = await feedback(acme.keys.test.secret, body);
+      expect(status, JSON.stringify(body).slice(0, 80)).toBe(400);
+      expect(answer.error.code).toBe("VALIDATION_ERROR");
+    }
+  });
+
+  it("lets a later label replace the earlier one without shifting the weights twice", async () => {
+    const made = await decide(acme.keys.test.secret, { ...fraudPattern(95), userId: "relabelled" });
+    const first = await feedback(acme.keys.test.secret, { decisionId: made.decisionId, actualOutcome: "fraud" });
+    expect(first.body.data.weightsVersionAfter).toBe(first.body.data.weightsVersionBefore + 1);
+    const second = await feedback(acme.keys.test.secret, { decisionId: made.decisionId, actualOutcome: "legitimate" });
+    expect(second.body.data).toMatchObject({ replacedPrevious: true, adjustments: {}, graphUpdated: true });
+    expect(second.body.data.weightsVersionAfter).toBe(second.body.data.weightsVersionBefore);
+    expect(second.body.data.weightsVersionBefore).toBe(first.body.data.weightsVersionAfter);
+    // The legitimate label took the fraud labels off the decision's entities.
+    const labels = server.app.db.prepare("SELECT COUNT(*) AS n FROM graph_labels WHERE decision_id = ?").get(made.decisionId) as { n: number };
+    expect(labels.n).toBe(0);
+  });
+
+  it("refuses feedback on tampered evidence with EVIDENCE_TAMPERED and records the refusal in the audit log", async () => {
+    const made = await decide(acme.keys.test.secret, { ...fraudPattern(96), userId: "tampered" });
+    server.app.db.prepare("UPDATE evidence SET content = replace(content, '\"score\":', '\"score\":1') WHERE id = ?").run(made.evidenceId);
+    const { status, body } = await feedback(acme.keys.test.secret, { evidenceId: made.evidenceId, actualOutcome: "fraud" });
+    expect(status).toBe(409);
+    expect(body.error.code).toBe("EVIDENCE_TAMPERED");
+    expect(body.error.message).toContain(made.decisionId);
+    const entry = server.app.db.prepare("SELECT * FROM audit_log WHERE action = 'evidence.tampered' AND subject = ?").get(made.decisionId) as { account_id: string; body: string } | undefined;
+    expect(entry?.account_id).toBe(acme.account.id);
+    expect(JSON.parse(entry?.body ?? "{}")).toMatchObject({ data: { evidenceId: made.evidenceId, problem: "the evidence content does not match its integrity hash" } });
+    // A changed decision row with intact evidence is caught too.
+    const other = await decide(acme.keys.test.secret, { ...fraudPattern(97), userId: "rescored" });
+    server.app.db.prepare("UPDATE decisions SET score = 1, decision = 'allow' WHERE id = ?").run(other.decisionId);
+    expect((await feedback(acme.keys.test.secret, { decisionId: other.decisionId, actualOutcome: "fraud" })).body.error.code).toBe("EVIDENCE_TAMPERED");
+    const stored = server.app.db.prepare("SELECT COUNT(*) AS n FROM feedback WHERE decision_id IN (?, ?)").get(made.decisionId, other.decisionId) as { n: number };
+    expect(stored.n).toBe(0);
+  });
+
+  it("answers 429 with Retry-After past 50 submissions an hour per account and environment", async () => {
+    const limited = server.createAccount("Limited");
+    const made = await decide(limited.keys.live.secret, { ...fraudPattern(98), userId: "limited" });
+    let last = await feedback(limited.keys.live.secret, { decisionId: made.decisionId, actualOutcome: "fraud" });
+    for (let i = 1; i < 50; i++) last = await feedback(limited.keys.live.secret, { decisionId: made.decisionId, actualOutcome: i % 2 ? "legitimate" : "fraud" });
+    expect(last.status).toBe(200);
+    // A second key of the same account and environment shares the limit.
+    const secondKey = server.app.keys.issue({ accountId: limited.account.id, environment: "live", kind: "secret" }).key;
+    const refused = await feedback(secondKey, { decisionId: made.decisionId, actualOutcome: "fraud" });
+    expect(refused.status).toBe(429);
+    expect(refused.body.error.code).toBe("RATE_LIMIT_EXCEEDED");
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+    // The test environment has its own budget.
+    const testDecision = await decide(limited.keys.test.secret, { ...fraudPattern(99), userId: "limited" });
+    expect((await feedback(limited.keys.test.secret, { decisionId: testDecision.decisionId, actualOutcome: "fraud" })).status).toBe(200);
+  });
+});
+
+describe("learning from a stream of labels", () => {
+  it("scores later decisions of the fraud pattern higher and of the legitimate pattern lower", async () => {
+    const learner = server.createAccount("Learner");
+    const key = learner.keys.live.secret;
+    const fraudBefore = await decide(key, fraudPattern(0));
+    const legitBefore = await decide(key, legitimatePattern(0));
+    for (let i = 1; i <= 12; i++) {
+      clock.advance(HOUR);
+      const fraud = await decide(key, fraudPattern(i));
+      expect((await feedback(key, { decisionId: fraud.decisionId, actualOutcome: i % 3 === 0 ? "chargeback" : "fraud" })).status).toBe(200);
+      const legit = await decide(key, legitimatePattern(i));
+      expect((await feedback(key, { decisionId: legit.decisionId, actualOutcome: i % 3 === 0 ? "valid" : "legitimate", confidence: 0.9 })).status).toBe(200);
+    }
+    clock.advance(HOUR);
+    const fraudAfter = await decide(key, fraudPattern(50));
+    const legitAfter = await decide(key, legitimatePattern(50));
+    expect(fraudAfter.score).toBeGreaterThan(fraudBefore.score + 10);
+    expect(legitAfter.score).toBeLessThan(legitBefore.score);
+    // Fresh entities each time: the change is the weights', not the graph's.
+    expect(fraudAfter.reasons).not.toContain("FRAUD_GRAPH_LINK");
+    const weights = server.app.db.prepare("SELECT version, weights FROM category_weights WHERE account_id = ? AND environment = 'live'").get(learner.account.id) as { version: number; weights: string };
+    expect(weights.version).toBeGreaterThan(1);
+    expect(validateWeights({ version: weights.version, weights: JSON.parse(weights.weights) as unknown }).ok).toBe(true);
+  });
+});
+
+describe("the fraud graph", () => {
+  it("raises the graph signal for a new user on a fraudster's device (one hop) and next to one (two hops)", async () => {
+    const ring = server.createAccount("Ring");
+    const key = ring.keys.live.secret;
+    const base = { action: "checkout", amount: 120, currency: "EUR", ...HUMAN_DESKTOP };
+    const fraudster = await decide(key, { ...base, userId: "mallory", deviceId: "dev_x", ip: "81.2.69.200", email: "mallory@example.com", metadata: { cardFingerprint: "card_m1" } });
+    clock.advance(HOUR);
+    // Mallory also used another device, with a card: this decision is not labelled itself.
+    await decide(key, { ...base, userId: "mallory", deviceId: "dev_y", ip: "81.2.69.201", metadata: { cardFingerprint: "card_m2" } });
+    clock.advance(HOUR);
+    const labelled = await feedback(key, { decisionId: fraudster.decisionId, actualOutcome: "fraud" });
+    expect(labelled.body.data.graphUpdated).toBe(true);
+
+    clock.advance(HOUR);
+    const control = await decide(key, { ...base, userId: "newcomer_control", deviceId: "dev_fresh", ip: "81.2.69.202" });
+    const onDevice = await decide(key, { ...base, userId: "newcomer_1", deviceId: "dev_x", ip: "81.2.69.203" });
+    const onCard = await decide(key, { ...base, userId: "newcomer_2", deviceId: "dev_z", ip: "81.2.69.204", metadata: { cardFingerprint: "card_m2" } });
+
+    expect((await signalsOf(key, control.decisionId)).graph).toEqual({ available: true, linkedToFraud: false, hops: null, fraudNeighbours: 0 });
+    expect((await signalsOf(key, onDevice.decisionId)).graph).toMatchObject({ available: true, linkedToFraud: true, hops: 1 });
+    expect(onDevice.reasons).toContain("FRAUD_GRAPH_LINK");
+    expect(onDevice.score).toBeGreaterThan(control.score + 30);
+    // card_m2 was used together with mallory (fraud-labelled) in the unlabelled decision: two hops.
+    expect((await signalsOf(key, onCard.decisionId)).graph).toMatchObject({ linkedToFraud: true, hops: 2 });
+    expect(onCard.reasons).toContain("FRAUD_GRAPH_LINK");
+    expect(onCard.score).toBeGreaterThan(control.score);
+    expect(onCard.score).toBeLessThan(onDevice.score);
+
+    // Another account's graph is its own.
+    const outsider = await decide(globex.keys.live.secret, { ...base, userId: "newcomer_3", deviceId: "dev_x", ip: "81.2.69.205" });
+    expect((await signalsOf(globex.keys.live.secret, outsider.decisionId)).graph.linkedToFraud).toBe(false);
+  });
+
+  it("feeds fraud-labelled entities into the account's automatic deny lists", async () => {
+    const shop = server.createAccount("Shop");
+    const key = shop.keys.live.secret;
+    for (const [name, kind] of [["auto_devices", "device"], ["auto_emails", "email"]] as const) {
+      const put = await call(key, "PUT", `/api/v1/lists/${name}`, { kind, type: "deny", automatic: true });
+      expect(put.status).toBe(200);
+    }
+    await call(key, "PUT", "/api/v1/lists/manual_users", { kind: "user", type: "deny", automatic: false });
+    const made = await decide(key, { userId: "eve", action: "signup", email: "Eve@Example.com", deviceId: "dev_eve", ip: "81.2.69.210", ...HUMAN_DESKTOP });
+    expect(made.reasons).not.toContain("DENYLISTED");
+    await feedback(key, { decisionId: made.decisionId, actualOutcome: "abuse" });
+
+    const entries = (name: string) => server.app.db.prepare("SELECT value FROM list_entries WHERE account_id = ? AND list_name = ?").all(shop.account.id, name) as Array<{ value: string }>;
+    expect(entries("auto_devices")).toEqual([{ value: "dev_eve" }]);
+    expect(entries("auto_emails")).toEqual([{ value: "eve@example.com" }]);
+    expect(entries("manual_users")).toEqual([]);
+    const audit = server.app.db.prepare("SELECT body FROM audit_log WHERE action = 'feedback.received' AND account_id = ?").get(shop.account.id) as { body: string };
+    expect(JSON.parse(audit.body).data.listEntriesAdded).toEqual([
+      { list: "auto_devices", value: "dev_eve" },
+      { list: "auto_emails", value: "eve@example.com" },
+    ]);
+
+    // The next decision sees the entry at once (the policy cache was invalidated).
+    const again = await decide(key, { userId: "eve_2", action: "signup", email: "other@example.com", deviceId: "dev_eve", ip: "81.2.69.211", ...HUMAN_DESKTOP });
+    expect(again.reasons).toContain("DENYLISTED");
+    expect(again.decision).toBe("deny");
+  });
+});
