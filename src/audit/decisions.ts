@@ -36,10 +36,31 @@ export function registerDecisionAudit(recorder: DecisionRecorder, outbox: Outbox
     };
     outbox.enqueue(AUDIT_DECISION_TASK, tenant, fields);
   });
+  // The entries of the decisions whose tasks run in one event-loop turn are appended in one transaction:
+  // one commit (and one write lock) for the batch instead of one per decision.
+  let waiting: Array<{ fields: AuditFields & { subject: string }; done: (error?: unknown) => void }> = [];
+  const appendWaiting = () => {
+    const batch = waiting;
+    waiting = [];
+    try {
+      audit.atomically(() => {
+        for (const { fields } of batch) if (!store.hasDecisionEntry(fields.subject)) audit.record(fields);
+      });
+    } catch (error) {
+      for (const entry of batch) entry.done(error);
+      return;
+    }
+    for (const entry of batch) entry.done();
+  };
   outbox.register(AUDIT_DECISION_TASK, async (task): Promise<TaskOutcome> => {
     const fields = task.payload as AuditFields;
-    if (fields.subject === undefined) return { kind: "dead", error: "decision audit task without a decision id" };
-    if (!store.hasDecisionEntry(fields.subject)) audit.record(fields);
+    const subject = fields.subject;
+    if (subject === undefined) return { kind: "dead", error: "decision audit task without a decision id" };
+    await new Promise<void>((resolve, reject) => {
+      if (waiting.push({ fields: { ...fields, subject }, done: (error) => (error === undefined ? resolve() : reject(error)) }) === 1) {
+        setImmediate(appendWaiting);
+      }
+    });
     return { kind: "done" };
   });
 }

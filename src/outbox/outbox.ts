@@ -63,6 +63,7 @@ export class Outbox {
   private readonly handlers = new Map<string, TaskHandler>();
   private readonly insertStmt;
   private readonly dueStmt;
+  private readonly rowStmt;
   private readonly deleteStmt;
   private readonly retryStmt;
   private readonly deadStmt;
@@ -86,9 +87,11 @@ export class Outbox {
       `INSERT INTO outbox (kind, account_id, environment, payload, status, next_attempt_at, created_at, updated_at)
        VALUES (@kind, @accountId, @environment, @payload, 'pending', @at, @now, @now)`,
     );
-    this.dueStmt = db.prepare<[number, number], OutboxRow>(
-      "SELECT * FROM outbox WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?",
+    // Ids only, straight from the index: rows already running are skipped before their payloads are read.
+    this.dueStmt = db.prepare<[number, number], { id: number }>(
+      "SELECT id FROM outbox WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?",
     );
+    this.rowStmt = db.prepare<[number], OutboxRow>("SELECT * FROM outbox WHERE id = ? AND status = 'pending'");
     this.deleteStmt = db.prepare<[number]>("DELETE FROM outbox WHERE id = ?");
     this.retryStmt = db.prepare<[number, string, number, number]>(
       "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?, updated_at = ? WHERE id = ?",
@@ -210,9 +213,11 @@ export class Outbox {
   private startDue(): void {
     const room = BATCH - this.inFlight.size;
     if (room <= 0) return;
-    for (const row of this.dueStmt.all(this.clock.now(), room + this.inFlight.size)) {
+    for (const { id } of this.dueStmt.all(this.clock.now(), room + this.inFlight.size)) {
       if (this.inFlight.size >= BATCH) break;
-      if (this.inFlight.has(row.id)) continue;
+      if (this.inFlight.has(id)) continue;
+      const row = this.rowStmt.get(id);
+      if (!row) continue;
       let settled!: () => void;
       this.inFlight.set(row.id, { settled: new Promise<void>((resolve) => (settled = resolve)), resolve: () => settled() });
       void this.runOne(row).then((outcome) => {
