@@ -16,7 +16,7 @@ export type LogSink = (line: string) => void;
  * Standard output, written in batches: lines logged during one event-loop turn
  * go out in one write instead of one system call each.
  */
-export function bufferedStdout(): LogSink {
+function bufferedStdout(): LogSink {
   let pending: string[] = [];
   const flush = () => {
     const text = pending.join("\n") + "\n";

@@ -101,6 +101,3 @@ export function describeError(error: ConnectError): DescribedError {
   };
 }
 
-export function isErrorCode(value: string): value is ErrorCode {
-  return value in ERROR_TABLE;
-}

@@ -1,4 +1,4 @@
-import { ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { RateLimitScope } from "../../gen/fraud/v1/options_pb.js";
 import type { KeyService } from "../auth/key-service.js";
 import { isPermission } from "../auth/keys.js";
@@ -30,7 +30,7 @@ export function errorInterceptor(logger: Logger): Interceptor {
       let error: ConnectError;
       if (raw instanceof ConnectError && raw.metadata.has(ERROR_CODE_HEADER)) {
         error = raw;
-      } else if (raw instanceof ConnectError && raw.cause === undefined && raw.code !== 2 && raw.code !== 13) {
+      } else if (raw instanceof ConnectError && raw.cause === undefined && raw.code !== Code.Unknown && raw.code !== Code.Internal) {
         // A protocol-level error (bad deadline, unsupported encoding, ...): its message is safe.
         error = raw;
       } else {

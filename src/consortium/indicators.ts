@@ -8,7 +8,7 @@ import { canonicalJson } from "../canonical-json.js";
 import { parseIp } from "../engine/index.js";
 import type { DecisionEntities } from "../store/history.js";
 
-export const INDICATOR_TYPES = ["email", "device", "ip"] as const;
+const INDICATOR_TYPES = ["email", "device", "ip"] as const;
 export type IndicatorType = (typeof INDICATOR_TYPES)[number];
 
 export interface Indicator {

@@ -39,12 +39,3 @@ function migrate(db: Db): void {
   // processes starting at once cannot both apply the same step.
   apply.immediate();
 }
-
-/** Readiness probe: the database answers a trivial query. */
-export function databaseIsHealthy(db: Db): boolean {
-  try {
-    return db.prepare("SELECT 1 AS ok").get() !== undefined;
-  } catch {
-    return false;
-  }
-}
