@@ -224,6 +224,18 @@ describe("policies acting on decisions", () => {
   });
 });
 
+describe("review rules", () => {
+  it("challenge the end user and open a case whatever the score", async () => {
+    await call<PolicyJson>("POST", "/api/v1/policies", { name: "Review big transfers", status: "active", priority: 200, actions: ["transfer"], rules: [{ condition: "amount > 5000", action: "review" }] });
+    const result = await decide({ userId: "big_mover", action: "transfer", amount: 9000, currency: "EUR", ip: UK_IP, ...HUMAN_DESKTOP });
+    expect(result.score).toBeLessThan(80);
+    expect(result.decision).toBe("challenge");
+    await server.app.outbox.drain();
+    const cases = await call<{ data: { cases: Array<{ decisionId: string; priority: string; status: string }> } }>("GET", "/api/v1/cases");
+    expect(cases.body.data.cases.find((c) => c.decisionId === result.id)).toMatchObject({ status: "open", priority: "low" });
+  });
+});
+
 describe("audit of policy and list changes", () => {
   it("records every policy and list change in the signed audit log", () => {
     const actions = (server.app.db.prepare("SELECT action FROM audit_log").all() as Array<{ action: string }>).map((row) => row.action);
