@@ -16,11 +16,11 @@ export const AUDIT_DECISION_TASK = "audit.decision";
  * index) and stops.
  */
 export function registerDecisionAudit(recorder: DecisionRecorder, outbox: Outbox, audit: AuditTrail, store: SqliteAuditStore): void {
-  recorder.addHook(({ tenant, decision }) => {
+  recorder.addHook(({ tenant, decision, keyId }) => {
     const fields: AuditFields = {
       ...tenant,
-      // The decide path records no key id with the decision: the entry names the service that decided.
-      actor: "system",
+      // The key that asked for the decision; key ids are minted as key_... (never the key itself).
+      actor: keyId as `key_${string}`,
       action: "decision.made",
       subject: decision.id,
       data: {

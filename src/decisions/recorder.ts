@@ -18,6 +18,8 @@ export interface PolicyEffects {
 
 export interface DecisionWrite {
   tenant: Tenant;
+  /** The API key that asked for the decision (its id, never the key). */
+  keyId: string;
   decision: StoredDecision<DecisionDetails>;
   evidence: Record<string, unknown>;
   history: HistoryUpdate;

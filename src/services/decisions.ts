@@ -162,7 +162,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
   return {
     async decide(request, ctx) {
       const started = performance.now();
-      const { tenant, clientIp, requestId } = tenantOf(ctx);
+      const { tenant, principal, clientIp, requestId } = tenantOf(ctx);
       const now = deps.clock.now();
       const ip = request.ip || clientIp;
       const resolved = create(DecideRequestSchema, { ...request, ip });
@@ -261,6 +261,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       };
       const replayed = await deps.recorder.record({
         tenant,
+        keyId: principal.keyId,
         decision: stored,
         evidence,
         history: { ...entities, country: signals.geo.country, amount: request.amount, currency: request.currency },
