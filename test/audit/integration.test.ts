@@ -55,7 +55,7 @@ describe("audit log of the running service", () => {
       "key.created system",
       "key.created system",
       "case.created system",
-      "decision.made system",
+      `decision.made ${keyId}`,
       `case.updated ${keyId}`,
       `webhook.created ${keyId}`,
     ]);
