@@ -241,7 +241,8 @@ export class Outbox {
       this.inFlight.get(row.id)?.resolve();
       this.inFlight.delete(row.id);
     }
-    if (!this.stopped) this.startDue();
+    // Freed room: look for more due work once this turn is over (one look serves every task that ended in it).
+    this.wakeSoon();
   }
 
   private async runOne(row: OutboxRow): Promise<TaskOutcome> {
