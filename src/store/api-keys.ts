@@ -56,6 +56,9 @@ function toRecord(row: ApiKeyRow): ApiKeyRecord {
   };
 }
 
+/** Keys remembered by the lookup cache before it starts over. */
+const MAX_CACHED_KEYS = 10_000;
+
 export class ApiKeyRepository {
   private readonly insertStmt;
   private readonly byHashStmt;
@@ -64,6 +67,16 @@ export class ApiKeyRepository {
   private readonly listByAccountStmt;
   private readonly expireStmt;
   private readonly revokeStmt;
+  private readonly dataVersionStmt;
+  /**
+   * Keys by hash, as looked up. Every request authenticates, so the lookup is
+   * served from memory while the key rows are unchanged: writes through this
+   * repository clear it, and so does any commit by another process (the
+   * fraudctl CLI), which SQLite's data_version reveals. New, rotated and
+   * revoked keys therefore still take effect at once.
+   */
+  private readonly byHashCache = new Map<string, ApiKeyWithAccount | null>();
+  private cachedDataVersion = -1;
 
   constructor(private readonly db: Db) {
     this.insertStmt = db.prepare(
@@ -85,9 +98,11 @@ export class ApiKeyRepository {
     this.revokeStmt = db.prepare<[number, string]>(
       "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
     );
+    this.dataVersionStmt = db.prepare<[], number>("PRAGMA data_version").pluck();
   }
 
   insert(record: ApiKeyRecord): void {
+    this.byHashCache.clear();
     this.insertStmt.run({
       ...record,
       permissions: record.permissions === undefined ? null : JSON.stringify(record.permissions),
@@ -95,8 +110,18 @@ export class ApiKeyRepository {
   }
 
   findByHash(hashHex: string): ApiKeyWithAccount | undefined {
+    const version = this.dataVersionStmt.get() as number;
+    if (version !== this.cachedDataVersion || this.byHashCache.size > MAX_CACHED_KEYS) {
+      this.byHashCache.clear();
+      this.cachedDataVersion = version;
+    }
+    const cached = this.byHashCache.get(hashHex);
+    if (cached !== undefined) return cached ?? undefined;
     const row = this.byHashStmt.get(hashHex);
-    return row && { ...toRecord(row), accountRateLimitOverrides: row.rate_limit_overrides };
+    const found = row ? { ...toRecord(row), accountRateLimitOverrides: row.rate_limit_overrides } : undefined;
+    // Unknown hashes are remembered too, up to the cap: a flood of wrong keys costs no query each.
+    this.byHashCache.set(hashHex, found ?? null);
+    return found;
   }
 
   get(id: string): ApiKeyRecord | undefined {
@@ -111,6 +136,7 @@ export class ApiKeyRepository {
 
   /** Inserts `replacement` and starts the old key's grace period, atomically. */
   rotate(oldId: string, replacement: ApiKeyRecord, graceEndsAt: number): void {
+    this.byHashCache.clear();
     this.db.transaction(() => {
       this.insert(replacement);
       this.expireStmt.run(graceEndsAt, replacement.id, oldId);
@@ -118,6 +144,7 @@ export class ApiKeyRepository {
   }
 
   revoke(id: string, now: number): boolean {
+    this.byHashCache.clear();
     return this.revokeStmt.run(now, id).changes === 1;
   }
 }
