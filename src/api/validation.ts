@@ -1,6 +1,7 @@
 import { isIP } from "node:net";
-import { getOption, hasOption, type DescField, type DescMessage } from "@bufbuild/protobuf";
-import { StringFormat, message_rules, validate, type FieldRules } from "../../gen/fraud/v1/options_pb.js";
+import { createRegistry, getOption, hasOption, type DescField, type DescMessage } from "@bufbuild/protobuf";
+import { StringFormat, message_rules, string_value, validate, type FieldRules } from "../../gen/fraud/v1/options_pb.js";
+import { file_fraud_v1_value_sets } from "../../gen/fraud/v1/value_sets_pb.js";
 import type { FieldViolation } from "../../gen/fraud/v1/errors_pb.js";
 
 /**
@@ -100,9 +101,19 @@ function codePointLength(value: string, max: number): number {
   return value.length <= max ? value.length : [...value].length;
 }
 
+const valueSets = createRegistry(file_fraud_v1_value_sets);
+
+/** The strings of a named value set (value_sets.proto), in declaration order. */
+function valueSet(name: string, field: DescField): string[] {
+  const set = valueSets.getEnum(name);
+  if (!set) throw new Error(`${field.parent.typeName}.${field.name}: unknown value set ${name}`);
+  return set.values.filter((value) => hasOption(value, string_value)).map((value) => getOption(value, string_value));
+}
+
 function compileFieldRules(field: DescField, rules: FieldRules): Check {
-  const allowed = rules.allowedValues.length > 0 ? new Set(rules.allowedValues) : undefined;
-  const allowedText = rules.allowedValues.join(", ");
+  const allowedValues = rules.valueSet ? valueSet(rules.valueSet, field) : rules.allowedValues;
+  const allowed = allowedValues.length > 0 ? new Set(allowedValues) : undefined;
+  const allowedText = allowedValues.join(", ");
   const format = rules.format;
 
   const checkValue = (value: unknown, path: string, out: Violation[]) => {

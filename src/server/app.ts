@@ -10,6 +10,7 @@ import { WebhookService } from "../../gen/fraud/v1/webhook_pb.js";
 import { AuditService } from "../../gen/fraud/v1/audit_pb.js";
 import { DeadLetterService } from "../../gen/fraud/v1/dead_letter_pb.js";
 import { Health } from "../../gen/health/v1/health_pb.js";
+import { file_fraud_v1_value_sets } from "../../gen/fraud/v1/value_sets_pb.js";
 import { ServerReflection } from "../../gen/grpc/reflection/v1/reflection_pb.js";
 import { ServerReflection as ServerReflectionV1Alpha } from "../../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import { API_SERVICES } from "../api/contract.js";
@@ -203,7 +204,8 @@ export function buildApp(options: AppOptions): App {
   router.service(AuditService, createAuditService({ store: auditStore }));
   router.service(StatusService, createStatusService({ metrics, health, clock }));
   registerHealth(router, health, API_SERVICES);
-  registerReflection(router, [...API_SERVICES, Health, ServerReflection, ServerReflectionV1Alpha]);
+  // The value sets are referenced by name from field options, not imported: serve them explicitly.
+  registerReflection(router, [...API_SERVICES, Health, ServerReflection, ServerReflectionV1Alpha], [file_fraud_v1_value_sets]);
 
   const gateway = new RestGateway(router.handlers, config.maxBodyBytes);
   const dispatcher = new Dispatcher(router, gateway, {

@@ -31,7 +31,7 @@ type ResponseInit = MessageInitShape<typeof ServerReflectionResponseSchema>;
  * and call the services with no .proto files at hand. Descriptors come from the
  * generated code, which embeds them: the contract in proto/ is the only source.
  */
-export function registerReflection(router: ConnectRouter, served: readonly DescService[]): void {
+export function registerReflection(router: ConnectRouter, served: readonly DescService[], alsoFiles: readonly DescFile[] = []): void {
   const files = new Set<DescFile>();
   const addWithDependencies = (file: DescFile) => {
     if (files.has(file)) return;
@@ -39,6 +39,7 @@ export function registerReflection(router: ConnectRouter, served: readonly DescS
     file.dependencies.forEach(addWithDependencies);
   };
   served.forEach((service) => addWithDependencies(service.file));
+  alsoFiles.forEach(addWithDependencies);
   const registry = createRegistry(...files);
   const filesByName = new Map([...files].map((file) => [file.proto.name, file]));
   const serviceNames = served.map((service) => service.typeName);

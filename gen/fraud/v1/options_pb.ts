@@ -4,7 +4,7 @@
 
 import type { GenEnum, GenExtension, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, extDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { FieldOptions, MessageOptions, MethodOptions } from "@bufbuild/protobuf/wkt";
+import type { EnumValueOptions, FieldOptions, MessageOptions, MethodOptions } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_descriptor } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file fraud/v1/options.proto.
  */
 export const file_fraud_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("ChZmcmF1ZC92MS9vcHRpb25zLnByb3RvEghmcmF1ZC52MSKIAQoISHR0cFJ1bGUSDgoGbWV0aG9kGAEgASgJEgwKBHBhdGgYAiABKAkSLwoOcmVzcG9uc2Vfc2hhcGUYAyABKA4yFy5mcmF1ZC52MS5SZXNwb25zZVNoYXBlEhUKDXJlc3BvbnNlX2JvZHkYBCABKAkSFgoOc3VjY2Vzc19zdGF0dXMYBSABKA0iOQoKQWNjZXNzUnVsZRISCgpwZXJtaXNzaW9uGAEgASgJEhcKD2FsbG93X2Fub255bW91cxgCIAEoCCJtCg1SYXRlTGltaXRSdWxlEgwKBG5hbWUYASABKAkSJwoFc2NvcGUYAiABKA4yGC5mcmF1ZC52MS5SYXRlTGltaXRTY29wZRINCgVsaW1pdBgDIAEoDRIWCg53aW5kb3dfc2Vjb25kcxgEIAEoDSK2AQoKRmllbGRSdWxlcxIQCghyZXF1aXJlZBgBIAEoCBISCgptYXhfbGVuZ3RoGAIgASgNEhYKDmFsbG93ZWRfdmFsdWVzGAMgAygJEhAKA21pbhgEIAEoAUgAiAEBEhAKA21heBgFIAEoAUgBiAEBEg4KBnByZWZpeBgGIAEoCRImCgZmb3JtYXQYByABKA4yFi5mcmF1ZC52MS5TdHJpbmdGb3JtYXRCBgoEX21pbkIGCgRfbWF4IiYKDE1lc3NhZ2VSdWxlcxIWCg5yZXF1aXJlX29uZV9vZhgBIAMoCSp/Cg1SZXNwb25zZVNoYXBlEh4KGlJFU1BPTlNFX1NIQVBFX1VOU1BFQ0lGSUVEEAASGwoXUkVTUE9OU0VfU0hBUEVfRU5WRUxPUEUQARIXChNSRVNQT05TRV9TSEFQRV9CQVJFEAISGAoUUkVTUE9OU0VfU0hBUEVfRU1QVFkQAyqOAQoOUmF0ZUxpbWl0U2NvcGUSIAocUkFURV9MSU1JVF9TQ09QRV9VTlNQRUNJRklFRBAAEhwKGFJBVEVfTElNSVRfU0NPUEVfQVBJX0tFWRABEh4KGlJBVEVfTElNSVRfU0NPUEVfQ0xJRU5UX0lQEAISHAoYUkFURV9MSU1JVF9TQ09QRV9BQ0NPVU5UEAMqdgoMU3RyaW5nRm9ybWF0Eh0KGVNUUklOR19GT1JNQVRfVU5TUEVDSUZJRUQQABIUChBTVFJJTkdfRk9STUFUX0lQEAESGgoWU1RSSU5HX0ZPUk1BVF9DVVJSRU5DWRACEhUKEVNUUklOR19GT1JNQVRfVVJMEAM6SAoEaHR0cBIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGNGGAyABKAsyEi5mcmF1ZC52MS5IdHRwUnVsZVIEaHR0cDpOCgZhY2Nlc3MSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxjShgMgASgLMhQuZnJhdWQudjEuQWNjZXNzUnVsZVIGYWNjZXNzOlgKCnJhdGVfbGltaXQSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxjThgMgAygLMhcuZnJhdWQudjEuUmF0ZUxpbWl0UnVsZVIJcmF0ZUxpbWl0OlEKCHZhbGlkYXRlEh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxjRhgMgASgLMhQuZnJhdWQudjEuRmllbGRSdWxlc1IIdmFsaWRhdGU6XgoNbWVzc2FnZV9ydWxlcxIfLmdvb2dsZS5wcm90b2J1Zi5NZXNzYWdlT3B0aW9ucxjRhgMgASgLMhYuZnJhdWQudjEuTWVzc2FnZVJ1bGVzUgxtZXNzYWdlUnVsZXNiBnByb3RvMw", [file_google_protobuf_descriptor]);
+  fileDesc("ChZmcmF1ZC92MS9vcHRpb25zLnByb3RvEghmcmF1ZC52MSKIAQoISHR0cFJ1bGUSDgoGbWV0aG9kGAEgASgJEgwKBHBhdGgYAiABKAkSLwoOcmVzcG9uc2Vfc2hhcGUYAyABKA4yFy5mcmF1ZC52MS5SZXNwb25zZVNoYXBlEhUKDXJlc3BvbnNlX2JvZHkYBCABKAkSFgoOc3VjY2Vzc19zdGF0dXMYBSABKA0iOQoKQWNjZXNzUnVsZRISCgpwZXJtaXNzaW9uGAEgASgJEhcKD2FsbG93X2Fub255bW91cxgCIAEoCCJtCg1SYXRlTGltaXRSdWxlEgwKBG5hbWUYASABKAkSJwoFc2NvcGUYAiABKA4yGC5mcmF1ZC52MS5SYXRlTGltaXRTY29wZRINCgVsaW1pdBgDIAEoDRIWCg53aW5kb3dfc2Vjb25kcxgEIAEoDSLJAQoKRmllbGRSdWxlcxIQCghyZXF1aXJlZBgBIAEoCBISCgptYXhfbGVuZ3RoGAIgASgNEhYKDmFsbG93ZWRfdmFsdWVzGAMgAygJEhAKA21pbhgEIAEoAUgAiAEBEhAKA21heBgFIAEoAUgBiAEBEg4KBnByZWZpeBgGIAEoCRImCgZmb3JtYXQYByABKA4yFi5mcmF1ZC52MS5TdHJpbmdGb3JtYXQSEQoJdmFsdWVfc2V0GAggASgJQgYKBF9taW5CBgoEX21heCImCgxNZXNzYWdlUnVsZXMSFgoOcmVxdWlyZV9vbmVfb2YYASADKAkqfwoNUmVzcG9uc2VTaGFwZRIeChpSRVNQT05TRV9TSEFQRV9VTlNQRUNJRklFRBAAEhsKF1JFU1BPTlNFX1NIQVBFX0VOVkVMT1BFEAESFwoTUkVTUE9OU0VfU0hBUEVfQkFSRRACEhgKFFJFU1BPTlNFX1NIQVBFX0VNUFRZEAMqjgEKDlJhdGVMaW1pdFNjb3BlEiAKHFJBVEVfTElNSVRfU0NPUEVfVU5TUEVDSUZJRUQQABIcChhSQVRFX0xJTUlUX1NDT1BFX0FQSV9LRVkQARIeChpSQVRFX0xJTUlUX1NDT1BFX0NMSUVOVF9JUBACEhwKGFJBVEVfTElNSVRfU0NPUEVfQUNDT1VOVBADKnYKDFN0cmluZ0Zvcm1hdBIdChlTVFJJTkdfRk9STUFUX1VOU1BFQ0lGSUVEEAASFAoQU1RSSU5HX0ZPUk1BVF9JUBABEhoKFlNUUklOR19GT1JNQVRfQ1VSUkVOQ1kQAhIVChFTVFJJTkdfRk9STUFUX1VSTBADOkgKBGh0dHASHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxjRhgMgASgLMhIuZnJhdWQudjEuSHR0cFJ1bGVSBGh0dHA6TgoGYWNjZXNzEh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMY0oYDIAEoCzIULmZyYXVkLnYxLkFjY2Vzc1J1bGVSBmFjY2VzczpYCgpyYXRlX2xpbWl0Eh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMY04YDIAMoCzIXLmZyYXVkLnYxLlJhdGVMaW1pdFJ1bGVSCXJhdGVMaW1pdDpRCgh2YWxpZGF0ZRIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMY0YYDIAEoCzIULmZyYXVkLnYxLkZpZWxkUnVsZXNSCHZhbGlkYXRlOkYKDHN0cmluZ192YWx1ZRIhLmdvb2dsZS5wcm90b2J1Zi5FbnVtVmFsdWVPcHRpb25zGNGGAyABKAlSC3N0cmluZ1ZhbHVlOl4KDW1lc3NhZ2VfcnVsZXMSHy5nb29nbGUucHJvdG9idWYuTWVzc2FnZU9wdGlvbnMY0YYDIAEoCzIWLmZyYXVkLnYxLk1lc3NhZ2VSdWxlc1IMbWVzc2FnZVJ1bGVzYgZwcm90bzM", [file_google_protobuf_descriptor]);
 
 /**
  * HttpRule maps an RPC onto the REST JSON API served under /api/v1.
@@ -196,6 +196,15 @@ export type FieldRules = Message<"fraud.v1.FieldRules"> & {
    * @generated from field: fraud.v1.StringFormat format = 7;
    */
   format: StringFormat;
+
+  /**
+   * The string (or every string of a list) must be one of the values of this
+   * named set: the full name of an enum in fraud/v1/value_sets.proto, whose
+   * values carry their strings in `(fraud.v1.string_value)`.
+   *
+   * @generated from field: string value_set = 8;
+   */
+  valueSet: string;
 };
 
 /**
@@ -382,10 +391,18 @@ export const validate: GenExtension<FieldOptions, FieldRules> = /*@__PURE__*/
   extDesc(file_fraud_v1_options, 3);
 
 /**
+ * The string a value of a named value set stands for (value_sets.proto).
+ *
+ * @generated from extension: string string_value = 50001;
+ */
+export const string_value: GenExtension<EnumValueOptions, string> = /*@__PURE__*/
+  extDesc(file_fraud_v1_options, 4);
+
+/**
  * Input rules of a whole request message.
  *
  * @generated from extension: fraud.v1.MessageRules message_rules = 50001;
  */
 export const message_rules: GenExtension<MessageOptions, MessageRules> = /*@__PURE__*/
-  extDesc(file_fraud_v1_options, 4);
+  extDesc(file_fraud_v1_options, 5);
 
