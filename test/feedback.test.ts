@@ -6,6 +6,7 @@ import { ManualClock } from "./helpers/clock.js";
 import { HUMAN_DESKTOP } from "./helpers/inputs.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
 
+const DAY = 24 * 60 * 60 * 1000;
 const HOUR = 3_600_000;
 const clock = new ManualClock();
 let server: TestServer;
@@ -254,6 +255,26 @@ describe("POST /api/v1/feedback", () => {
     // The test environment has its own budget.
     const testDecision = await decide(limited.keys.test.secret, { ...fraudPattern(99), userId: "limited" });
     expect((await feedback(limited.keys.test.secret, { decisionId: testDecision.decisionId, actualOutcome: "fraud" })).status).toBe(200);
+  });
+
+  it("answers 429 past 200 submissions a day, even when every hour stayed under 50", async () => {
+    // Start early in a UTC day, so the whole run falls in one daily window.
+    clock.advance(DAY - (clock.now() % DAY) + HOUR);
+    const daily = server.createAccount("Daily");
+    const key = daily.keys.live.secret;
+    const made = await decide(key, { ...fraudPattern(97), userId: "daily" });
+    for (let hour = 0; hour < 4; hour++) {
+      for (let i = 0; i < 50; i++) {
+        expect((await feedback(key, { decisionId: made.decisionId, actualOutcome: i % 2 ? "legitimate" : "fraud" })).status).toBe(200);
+      }
+      // Two hours later the hourly window is empty again.
+      clock.advance(2 * HOUR);
+    }
+    const refused = await feedback(key, { decisionId: made.decisionId, actualOutcome: "fraud" });
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("ratelimit-policy")).toContain('"feedback_daily";q=200;w=86400');
+    expect(refused.headers.get("ratelimit")).toMatch(/"feedback_daily";r=0;/);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(3600);
   });
 });
 
