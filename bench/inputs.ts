@@ -9,6 +9,8 @@
 // protobuf-es `create()` initialiser wants mutable arrays; BenchRequest is
 // still assignable to EngineInput, which bench/engine.ts relies on.
 
+import { IPHONE_DEVICE, USER_AGENTS, WINDOWS_DESKTOP_DEVICE } from "../test/helpers/browsers.js";
+
 export interface BenchDevice {
   webdriver?: boolean;
   webglRenderer?: string;
@@ -46,33 +48,9 @@ export interface BenchRequest {
   metadata?: Record<string, string>;
 }
 
-const UA = {
-  windowsChrome:
-    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36",
-  iphoneSafari:
-    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1",
-  androidChrome:
-    "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.6367.82 Mobile Safari/537.36",
-  macSafari:
-    "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_4_1) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4.1 Safari/605.1.15",
-  linuxFirefox: "Mozilla/5.0 (X11; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0",
-  headlessChrome:
-    "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/120.0.6099.109 Safari/537.36",
-  pythonRequests: "python-requests/2.31.0",
-} as const;
+const UA = USER_AGENTS;
 
-const DESKTOP_DEVICE: BenchDevice = {
-  webdriver: false,
-  webglRenderer: "ANGLE (NVIDIA, NVIDIA GeForce RTX 3060 Direct3D11 vs_5_0 ps_5_0, D3D11)",
-  webglVendor: "Google Inc. (NVIDIA)",
-  timezone: "Europe/London",
-  languages: ["en-GB", "en"],
-  platform: "Win32",
-  screen: { width: 1920, height: 1080, colorDepth: 24, pixelRatio: 1 },
-  hardwareConcurrency: 8,
-  deviceMemory: 8,
-  touchSupport: { maxTouchPoints: 0, touchEvent: false },
-};
+const DESKTOP_DEVICE: BenchDevice = WINDOWS_DESKTOP_DEVICE;
 
 const HUMAN_BEHAVIOR: BenchBehavior = { timeOnPageMs: 14_000, formFillMs: 6_200, keystrokes: 24, pointerMoves: 130, pasteEvents: 0, clicks: 3 };
 
@@ -104,16 +82,7 @@ const PERSONAS: ReadonlyArray<{ name: string; make(i: number): BenchRequest }> =
       userAgent: UA.iphoneSafari,
       amount: 59.9 + i,
       currency: "GBP",
-      device: {
-        webglRenderer: "Apple GPU",
-        webglVendor: "Apple Inc.",
-        timezone: "Europe/London",
-        languages: ["en-GB"],
-        platform: "iPhone",
-        screen: { width: 393, height: 852, colorDepth: 24, pixelRatio: 3 },
-        hardwareConcurrency: 6,
-        touchSupport: { maxTouchPoints: 5, touchEvent: true },
-      },
+      device: IPHONE_DEVICE,
       behavior: { timeOnPageMs: 9_000, formFillMs: 4_000, keystrokes: 20, pointerMoves: 0, pasteEvents: 0, clicks: 4 },
       metadata: { orderId: `ord_${i}`, cardBin: "424242" },
     }),

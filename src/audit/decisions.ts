@@ -16,11 +16,11 @@ export const AUDIT_DECISION_TASK = "audit.decision";
  * index) and stops.
  */
 export function registerDecisionAudit(recorder: DecisionRecorder, outbox: Outbox, audit: AuditTrail, store: SqliteAuditStore): void {
-  recorder.addHook(({ tenant, decision, keyId }) => {
+  recorder.addHook(({ tenant, decision, actor }) => {
     const fields: AuditFields = {
       ...tenant,
-      // The key that asked for the decision; key ids are minted as key_... (never the key itself).
-      actor: keyId as `key_${string}`,
+      // The key that asked for the decision.
+      actor,
       action: "decision.made",
       subject: decision.id,
       data: {

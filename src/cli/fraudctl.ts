@@ -5,7 +5,7 @@ import { AuditLog } from "../audit/log.js";
 import { AuditSigner, importPublicKeyPem, publicKeyFingerprint } from "../audit/signer.js";
 import { verifyChain } from "../audit/verify.js";
 import { KeyError, KeyService } from "../auth/key-service.js";
-import { isPermission, type Environment, type KeyKind, type Permission } from "../auth/keys.js";
+import { isPermission, type KeyKind, type Permission } from "../auth/keys.js";
 import { systemClock, type Clock } from "../clock.js";
 import { loadConfig } from "../config.js";
 import { keyHint, silentLogger } from "../log.js";
@@ -53,6 +53,13 @@ Environment: FRAUD_DATA_DIR (default ./data), PORT (8080), HOST (0.0.0.0).
 `;
 
 class UsageError extends Error {}
+
+/** The account and environment a command works on, from --account and --env. */
+function tenantOption(command: string, values: { account?: string | undefined; env?: string | undefined }): Tenant {
+  if (!values.account) throw new UsageError(`${command} needs --account`);
+  if (values.env !== "test" && values.env !== "live") throw new UsageError("--env must be test or live");
+  return { accountId: values.account, environment: values.env };
+}
 
 export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv = process.env, clock: Clock = systemClock): Promise<number> {
   const [group, action, ...rest] = argv;
@@ -146,8 +153,7 @@ function keysCommand(action: string | undefined, args: string[], keys: KeyServic
       },
       strict: true,
     });
-    if (!values.account) throw new UsageError("keys create needs --account");
-    if (values.env !== "test" && values.env !== "live") throw new UsageError("--env must be test or live");
+    const { accountId, environment } = tenantOption("keys create", values);
     if (values.type !== "publishable" && values.type !== "secret") throw new UsageError("--type must be publishable or secret");
     let permissions: Permission[] | undefined;
     if (values.permissions !== undefined) {
@@ -157,8 +163,8 @@ function keysCommand(action: string | undefined, args: string[], keys: KeyServic
       permissions = requested as Permission[];
     }
     const issued = keys.issue({
-      accountId: values.account,
-      environment: values.env as Environment,
+      accountId,
+      environment,
       kind: values.type as KeyKind,
       permissions,
       name: values.name,
@@ -237,9 +243,7 @@ function dlqCommand(action: string | undefined, args: string[], db: Db, clock: C
     allowPositionals: true,
     strict: true,
   });
-  if (!values.account) throw new UsageError(`dlq ${action ?? ""} needs --account`.trim());
-  if (values.env !== "test" && values.env !== "live") throw new UsageError("--env must be test or live");
-  const tenant: Tenant = { accountId: values.account, environment: values.env };
+  const tenant = tenantOption(`dlq ${action ?? ""}`.trim(), values);
   // The CLI only reads and re-queues rows: the server's runner carries the replayed tasks out.
   const outbox = new Outbox(db, clock, silentLogger);
   if (action === "list") {
@@ -292,9 +296,7 @@ function consortiumCommand(
     },
     strict: true,
   });
-  if (!values.account) throw new UsageError(`consortium ${action ?? ""} needs --account`.trim());
-  if (values.env !== "test" && values.env !== "live") throw new UsageError("--env must be test or live");
-  const tenant: Tenant = { accountId: values.account, environment: values.env };
+  const tenant = tenantOption(`consortium ${action ?? ""}`.trim(), values);
   const membership = new ConsortiumMembership(repository, audit, clock);
   if (action === "set") {
     const input = { key: values.key ?? "", shareUrl: values.url ?? "", shareToken: values.token ?? "" };

@@ -4,6 +4,7 @@ import type { HistoryRepository, HistoryUpdate } from "../store/history.js";
 import type { IdempotencyRepository, IdempotentResponse } from "../store/idempotency.js";
 import type { Tenant } from "../store/tenant.js";
 import type { PolicyTriggeredEventData, ShadowPolicyResult } from "../webhooks/events.js";
+import type { AuditActor } from "../audit/entry.js";
 import type { DecisionDetails } from "./record.js";
 
 /** What the account's policies asked for beyond the decision itself. */
@@ -19,7 +20,7 @@ export interface PolicyEffects {
 export interface DecisionWrite {
   tenant: Tenant;
   /** The API key that asked for the decision (its id, never the key). */
-  keyId: string;
+  actor: AuditActor;
   decision: StoredDecision<DecisionDetails>;
   evidence: Record<string, unknown>;
   history: HistoryUpdate;

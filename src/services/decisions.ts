@@ -11,8 +11,8 @@ import {
   type DecisionService,
 } from "../../gen/fraud/v1/decision_pb.js";
 import { callContext } from "../api/context.js";
+import { callerScope } from "./scope.js";
 import { apiError } from "../api/errors.js";
-import type { Principal } from "../auth/key-service.js";
 import { canonicalJson, sha256Hex } from "../canonical-json.js";
 import type { Clock } from "../clock.js";
 import type { DecisionEngine } from "../decisions/engine.js";
@@ -115,15 +115,11 @@ export interface DecisionServiceDeps {
   metrics: Metrics;
 }
 
-function tenantOf(ctx: HandlerContext): { tenant: Tenant; principal: Principal; clientIp: string; requestId: string } {
-  const call = callContext(ctx.values);
-  if (!call.principal) throw apiError("UNAUTHORIZED", "an API key is required");
-  return {
-    tenant: { accountId: call.principal.accountId, environment: call.principal.environment },
-    principal: call.principal,
-    clientIp: call.clientIp,
-    requestId: call.requestId,
-  };
+/** The caller's tenant and key (from the shared scope), and what the transport knows of the call. */
+function callOf(ctx: HandlerContext) {
+  const { tenant, actor } = callerScope(ctx.values);
+  const { clientIp, requestId } = callContext(ctx.values);
+  return { tenant, actor, clientIp, requestId };
 }
 
 function engineInput(request: DecideRequest | AnalyzeRequest, ip: string): EngineInput {
@@ -162,7 +158,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
   return {
     async decide(request, ctx) {
       const started = performance.now();
-      const { tenant, principal, clientIp, requestId } = tenantOf(ctx);
+      const { tenant, actor, clientIp, requestId } = callOf(ctx);
       const now = deps.clock.now();
       const ip = request.ip || clientIp;
       const resolved = create(DecideRequestSchema, { ...request, ip });
@@ -261,7 +257,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       };
       const replayed = await deps.recorder.record({
         tenant,
-        keyId: principal.keyId,
+        actor,
         decision: stored,
         evidence,
         history: { ...entities, country: signals.geo.country, amount: request.amount, currency: request.currency },
@@ -285,7 +281,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
 
     async analyze(request, ctx) {
       const started = performance.now();
-      const { tenant, clientIp } = tenantOf(ctx);
+      const { tenant, clientIp } = callOf(ctx);
       const now = deps.clock.now();
       const ip = request.ip || clientIp;
       const input = engineInput(request, ip);
@@ -320,7 +316,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
     },
 
     getDecision(request, ctx) {
-      const { tenant } = tenantOf(ctx);
+      const { tenant } = callerScope(ctx.values);
       const stored = deps.decisions.get(tenant, request.id);
       const evidence = stored && deps.decisions.evidence(tenant, stored.evidenceId);
       if (!stored || !evidence) throw apiError("NOT_FOUND", `no decision ${request.id}`);

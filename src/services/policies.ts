@@ -21,35 +21,37 @@ const DEFAULT_BACKTEST_DAYS = 7;
 const MAX_BACKTEST_DECISIONS = 100_000;
 const DEFAULT_EXAMPLES = 5;
 
-function builtInPolicy(): MessageInitShape<typeof PolicySchema> {
+/** The API shape of a policy; the built-in one has no stored timestamps. */
+function toPolicy(policy: Omit<StoredPolicy, "status" | "createdAt" | "updatedAt"> & { status: string; createdAt?: number; updatedAt?: number }, builtIn = false): MessageInitShape<typeof PolicySchema> {
   return {
+    id: policy.id,
+    name: policy.name,
+    description: policy.description,
+    status: policy.status,
+    rules: policy.rules.map((rule) => ({ condition: rule.condition, action: rule.action, description: rule.description ?? "" })),
+    actions: [...policy.actions],
+    priority: policy.priority,
+    version: policy.version,
+    builtIn,
+    createdAt: policy.createdAt === undefined ? undefined : timestampFromMs(policy.createdAt),
+    updatedAt: policy.updatedAt === undefined ? undefined : timestampFromMs(policy.updatedAt),
+  };
+}
+
+/** The built-in 'Default Thresholds' policy as listed. */
+const BUILT_IN_POLICY = toPolicy(
+  {
     id: DEFAULT_POLICY.id,
     name: DEFAULT_POLICY.name,
     description: DEFAULT_POLICY.description,
     status: DEFAULT_POLICY.status,
-    rules: DEFAULT_POLICY.rules.map((rule) => ({ condition: rule.condition, action: rule.action, description: rule.description ?? "" })),
-    actions: [],
+    rules: [...DEFAULT_POLICY.rules],
+    actions: [...DEFAULT_POLICY.actions],
     priority: DEFAULT_POLICY.priority,
     version: DEFAULT_POLICY.version,
-    builtIn: true,
-  };
-}
-
-function toPolicy(stored: StoredPolicy): MessageInitShape<typeof PolicySchema> {
-  return {
-    id: stored.id,
-    name: stored.name,
-    description: stored.description,
-    status: stored.status,
-    rules: stored.rules.map((rule) => ({ condition: rule.condition, action: rule.action, description: rule.description ?? "" })),
-    actions: stored.actions,
-    priority: stored.priority,
-    version: stored.version,
-    builtIn: false,
-    createdAt: timestampFromMs(stored.createdAt),
-    updatedAt: timestampFromMs(stored.updatedAt),
-  };
-}
+  },
+  true,
+);
 
 /** Refuses a policy whose rules do not compile, naming each rule and position. */
 function checkCompiles(definition: PolicyDefinition): void {
@@ -152,15 +154,15 @@ export function createPolicyService(deps: {
   return {
     listPolicies(_request, ctx) {
       const { tenant } = callerScope(ctx.values);
-      const stored = deps.policies.list(tenant).map(toPolicy);
+      const stored = deps.policies.list(tenant).map((policy) => toPolicy(policy));
       // The built-in policy has the lowest priority: it is listed last, as it is evaluated.
-      return { policies: [...stored, builtInPolicy()] };
+      return { policies: [...stored, BUILT_IN_POLICY] };
     },
     createPolicy(request, ctx) {
       return { policy: toPolicy(save(ctx, request, undefined)) };
     },
     getPolicy(request, ctx) {
-      if (request.id === DEFAULT_POLICY.id) return { policy: builtInPolicy() };
+      if (request.id === DEFAULT_POLICY.id) return { policy: BUILT_IN_POLICY };
       const stored = deps.policies.get(callerScope(ctx.values).tenant, request.id);
       if (!stored) throw notFound(request.id);
       return { policy: toPolicy(stored) };

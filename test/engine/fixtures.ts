@@ -2,20 +2,9 @@
 
 import type { EngineInput, HistorySnapshot } from "../../src/engine/index.js";
 import { EMPTY_HISTORY_SNAPSHOT } from "../../src/engine/index.js";
+import { IPHONE_DEVICE, USER_AGENTS, WINDOWS_DESKTOP_DEVICE } from "../helpers/browsers.js";
 
-export const USER_AGENTS = {
-  windowsChrome:
-    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36",
-  iphoneSafari:
-    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1",
-  headlessChrome:
-    "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/120.0.6099.109 Safari/537.36",
-  phantomJs: "Mozilla/5.0 (Unknown; Linux x86_64) AppleWebKit/538.1 (KHTML, like Gecko) PhantomJS/2.1.1 Safari/538.1",
-  googlebot: "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
-  curl: "curl/8.5.0",
-  pythonRequests: "python-requests/2.31.0",
-  goHttpClient: "Go-http-client/1.1",
-} as const;
+export { USER_AGENTS };
 
 /** A person on desktop Chrome in London logging in normally. */
 export function cleanDesktopLogin(): EngineInput {
@@ -26,18 +15,7 @@ export function cleanDesktopLogin(): EngineInput {
     ip: "81.2.69.160",
     deviceId: "vis_7f3a9c",
     userAgent: USER_AGENTS.windowsChrome,
-    device: {
-      webdriver: false,
-      webglRenderer: "ANGLE (NVIDIA, NVIDIA GeForce RTX 3060 Direct3D11 vs_5_0 ps_5_0, D3D11)",
-      webglVendor: "Google Inc. (NVIDIA)",
-      timezone: "Europe/London",
-      languages: ["en-GB", "en"],
-      platform: "Win32",
-      screen: { width: 1920, height: 1080, colorDepth: 24, pixelRatio: 1 },
-      hardwareConcurrency: 8,
-      deviceMemory: 8,
-      touchSupport: { maxTouchPoints: 0, touchEvent: false },
-    },
+    device: WINDOWS_DESKTOP_DEVICE,
     behavior: { timeOnPageMs: 14_000, formFillMs: 6_200, keystrokes: 24, pointerMoves: 130, pasteEvents: 0, clicks: 3 },
   };
 }
@@ -47,16 +25,7 @@ export function cleanIphoneLogin(): EngineInput {
   return {
     ...cleanDesktopLogin(),
     userAgent: USER_AGENTS.iphoneSafari,
-    device: {
-      webglRenderer: "Apple GPU",
-      webglVendor: "Apple Inc.",
-      timezone: "Europe/London",
-      languages: ["en-GB"],
-      platform: "iPhone",
-      screen: { width: 393, height: 852, colorDepth: 24, pixelRatio: 3 },
-      hardwareConcurrency: 6,
-      touchSupport: { maxTouchPoints: 5, touchEvent: true },
-    },
+    device: IPHONE_DEVICE,
     behavior: { timeOnPageMs: 9_000, formFillMs: 4_000, keystrokes: 20, pointerMoves: 0, pasteEvents: 0, clicks: 4 },
   };
 }
