@@ -346,7 +346,9 @@ async function main(): Promise<number> {
   // Whatever ends the benchmark, its servers and temporary files go with it.
   process.on("exit", () => {
     killAllNow();
-    fs.rmSync(workDir, { recursive: true, force: true });
+    // BENCH_KEEP_DATA=1 leaves the service's database behind for inspection.
+    if (process.env.BENCH_KEEP_DATA === "1") console.log(`kept ${workDir}`);
+    else fs.rmSync(workDir, { recursive: true, force: true });
   });
   for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
     process.once(signal, () => {
@@ -366,7 +368,8 @@ async function main(): Promise<number> {
     createAccount(dataDir, keys);
     servers.service = await startServer(
       "service",
-      [FRAUDCTL, "serve"],
+      // BENCH_SERVICE_NODE_OPTIONS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") profiles the service under load.
+      [...(process.env.BENCH_SERVICE_NODE_OPTIONS?.split(" ").filter(Boolean) ?? []), FRAUDCTL, "serve"],
       {
         PORT: "0",
         HOST: "127.0.0.1",

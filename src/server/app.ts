@@ -135,7 +135,7 @@ export function buildApp(options: AppOptions): App {
   const cases = new CaseRepository(db);
   const caseLifecycle = new CaseService(db, cases, outbox, events, clock, audit);
   registerDecisionSideEffects(recorder, events, outbox);
-  registerDecisionAudit(recorder, outbox, audit, auditStore);
+  registerDecisionAudit(recorder, audit);
   registerAnomalyDetection(recorder, events);
   const graph = new GraphRepository(db);
   registerGraphEdges(recorder, graph);

@@ -17,7 +17,6 @@ export class SqliteAuditStore implements AuditStore {
   private readonly insertStmt;
   private readonly allStmt;
   private readonly pageStmt;
-  private readonly decisionStmt;
   private readonly appendTx;
   private readonly atomicTx;
 
@@ -33,9 +32,6 @@ export class SqliteAuditStore implements AuditStore {
       `SELECT * FROM audit_log WHERE account_id = @accountId AND (environment = @environment OR environment IS NULL)
          AND (@action IS NULL OR action = @action)
        ORDER BY seq LIMIT @limit OFFSET @offset`,
-    );
-    this.decisionStmt = db.prepare<[string], { found: number }>(
-      "SELECT 1 AS found FROM audit_log WHERE action = 'decision.made' AND subject = ?",
     );
     this.appendTx = db.transaction((build: (last: AuditRecord | undefined) => AuditRecord): AuditRecord => {
       const last = this.lastStmt.get();
@@ -65,10 +61,5 @@ export class SqliteAuditStore implements AuditStore {
     return this.pageStmt
       .all({ ...tenant, action: page.action ?? null, limit: page.limit, offset: page.offset })
       .map(fromAuditRow);
-  }
-
-  /** Whether the decision already has its decision.made entry (a replayed audit task). */
-  hasDecisionEntry(decisionId: string): boolean {
-    return this.decisionStmt.get(decisionId) !== undefined;
   }
 }

@@ -87,18 +87,26 @@ describe("audit log of the running service", () => {
     expect((await entries(noAudit)).status).toBe(403);
   });
 
-  it("writes one decision.made entry per decision even when its task runs twice", async () => {
+  it("commits a decision's entry with the decision, before the response, and only one per decision", async () => {
     const account = server.createAccount();
-    await fetch(`${server.url}/api/v1/decide`, {
+    const response = await fetch(`${server.url}/api/v1/decide`, {
       method: "POST",
       headers: { "content-type": "application/json", "x-api-key": account.keys.test.secret },
       body: JSON.stringify({ userId: "u", action: "login", ip: "81.2.69.160" }),
     });
-    const queued = server.app.db.prepare("SELECT kind, account_id, environment, payload FROM outbox WHERE kind = 'audit.decision' AND account_id = ?").get(account.account.id) as { kind: string; account_id: string; environment: string; payload: string };
-    await server.app.outbox.drain();
-    // A crash between the append and the task's removal leaves the task to run again.
-    server.app.db.prepare("INSERT INTO outbox (kind, account_id, environment, payload, status, next_attempt_at, created_at, updated_at) VALUES (?, ?, ?, ?, 'pending', 0, 0, 0)").run(queued.kind, queued.account_id, queued.environment, queued.payload);
-    await server.app.outbox.drain();
+    const { data } = (await response.json()) as { data: { evidenceId: string } };
+    // No outbox work in between: the entry was in the decide's transaction.
+    const row = server.app.db
+      .prepare("SELECT subject, body FROM audit_log WHERE action = 'decision.made' AND account_id = ?")
+      .get(account.account.id) as { subject: string; body: string };
+    expect(row.subject).toMatch(/^dec_/);
+    expect(JSON.parse(row.body)).toMatchObject({ data: { evidenceId: data.evidenceId, userId: "u", action: "login" } });
+    expect(server.app.db.prepare("SELECT count(*) AS n FROM outbox WHERE account_id = ?").get(account.account.id)).toEqual({ n: 0 });
+    // The unique index refuses a second decision.made for the same decision.
+    const again = server.app.db.prepare("SELECT * FROM audit_log WHERE subject = ?").get(row.subject) as Record<string, unknown>;
+    expect(() =>
+      server.app.db.prepare("INSERT INTO audit_log (seq, id, at, account_id, environment, actor, action, subject, body, prev_hash, hash, signature) VALUES (@seq + 1000000, @id || 'x', @at, @account_id, @environment, @actor, @action, @subject, @body, @prev_hash, @hash, @signature)").run(again),
+    ).toThrow(/UNIQUE/);
     expect((await entries(account.keys.test.secret, "?action=decision.made")).count).toBe(1);
   });
 });
