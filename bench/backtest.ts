@@ -12,6 +12,7 @@ import { DecideRequestSchema } from "../gen/fraud/v1/decision_pb.js";
 import { DecisionEngine } from "../src/decisions/engine.js";
 import { definitionOf } from "../src/decisions/policy-set.js";
 import type { DecisionDetails } from "../src/decisions/record.js";
+import { createLogger } from "../src/log.js";
 import { EMPTY_HISTORY_SNAPSHOT, ReferenceData, computeFastSignals, computeStoreSignals, mergeSignals, scoreSignals, DEFAULT_WEIGHTS, decideFromScore } from "../src/engine/index.js";
 import { newId } from "../src/ids.js";
 import { AccountRepository } from "../src/store/accounts.js";
@@ -79,7 +80,7 @@ const insertAll = db.transaction(() => {
 insertAll();
 console.log(`stored ${total.toLocaleString("en-US")} decisions in ${((performance.now() - insertStart) / 1000).toFixed(1)} s`);
 
-const engine = DecisionEngine.start({ dataDir, reference: {}, threads: 1, comprehensiveBudgetMs: 50 });
+const engine = DecisionEngine.start({ dataDir, reference: {}, threads: 1, comprehensiveBudgetMs: 50, logger: createLogger() });
 await engine.warmUp();
 const policy = definitionOf({
   id: "pol_bench",

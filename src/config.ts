@@ -29,6 +29,8 @@ export interface Config {
   torExitListPath: string | undefined;
   /** CIDR list of hosting and datacenter ranges; reloaded when it changes. */
   datacenterRangesPath: string | undefined;
+  /** Directory of the compiled reference-table snapshot (FRAUD_REFERENCE_SNAPSHOT_DIR). */
+  referenceSnapshotDir: string | undefined;
   /** Let webhook URLs reach private, loopback and link-local addresses (receivers on the same network, tests). */
   webhookAllowPrivate: boolean;
 }
@@ -67,6 +69,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     comprehensiveBudgetMs: integer(env, "FRAUD_COMPREHENSIVE_BUDGET_MS", 50),
     torExitListPath: env.FRAUD_TOR_EXIT_LIST || undefined,
     datacenterRangesPath: env.FRAUD_DATACENTER_RANGES || undefined,
+    referenceSnapshotDir: env.FRAUD_REFERENCE_SNAPSHOT_DIR || undefined,
     webhookAllowPrivate: env.FRAUD_WEBHOOK_ALLOW_PRIVATE === "true",
   };
 }

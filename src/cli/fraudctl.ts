@@ -9,6 +9,7 @@ import { isPermission, type KeyKind, type Permission } from "../auth/keys.js";
 import { systemClock, type Clock } from "../clock.js";
 import { loadConfig } from "../config.js";
 import { keyHint, silentLogger } from "../log.js";
+import { ReferenceData } from "../engine/index.js";
 import { buildApp } from "../server/app.js";
 import { AccountRepository } from "../store/accounts.js";
 import type { ApiKeyRecord } from "../store/api-keys.js";
@@ -31,6 +32,8 @@ const USAGE = `fraudctl — run and administer the fraud decision service
 
 Usage:
   fraudctl serve
+  fraudctl reference build              compile the reference tables' snapshot
+                                        (npm ci does; FRAUD_REFERENCE_SNAPSHOT_DIR)
   fraudctl accounts create --name NAME [--decide-rate-limit N] [--json]
   fraudctl accounts list [--json]
   fraudctl keys list [--account ID] [--json]
@@ -65,6 +68,7 @@ export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv =
   const [group, action, ...rest] = argv;
   try {
     if (group === "serve") return await serve(io, env);
+    if (group === "reference") return referenceCommand(action, io, env);
     if (group === undefined || group === "help" || group === "--help" || group === "-h") {
       io.out(USAGE);
       return group === undefined ? 2 : 0;
@@ -94,6 +98,18 @@ export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv =
     }
     throw error;
   }
+}
+
+function referenceCommand(action: string | undefined, io: CliIo, env: NodeJS.ProcessEnv): number {
+  if (action !== "build") throw new UsageError("reference takes: build");
+  const started = performance.now();
+  const { snapshotError } = ReferenceData.build({ snapshotDir: loadConfig(env).referenceSnapshotDir });
+  if (snapshotError !== undefined) {
+    io.err(`fraudctl: built the reference tables but could not write their snapshot: ${snapshotError}\n`);
+    return 1;
+  }
+  io.out(`reference tables built and snapshot written in ${Math.round(performance.now() - started)} ms\n`);
+  return 0;
 }
 
 function accountsCommand(action: string | undefined, args: string[], accounts: AccountRepository, keys: KeyService, io: CliIo): number {

@@ -3,6 +3,7 @@ import { DEFAULT_WEIGHTS, type ReferenceDataOptions } from "../engine/index.js";
 import type { BacktestOutcome, BacktestTask } from "./backtest.js";
 import type { EngineOutcome, EngineTask } from "./engine-types.js";
 import type { EngineWorkerData } from "./engine-worker.js";
+import type { Logger } from "../log.js";
 import { loadSharedReference } from "./reference-loader.js";
 
 export interface DecisionEngineOptions {
@@ -13,6 +14,7 @@ export interface DecisionEngineOptions {
   comprehensiveBudgetMs: number;
   /** Fault injection for tests: extra latency before every store read in the workers. */
   storeLatencyMs?: number;
+  logger: Logger;
 }
 
 /** A decide evaluation: what to answer with, and the comprehensive outcome if it came late. */
@@ -40,7 +42,13 @@ export class DecisionEngine {
   private readonly pools: Promise<Pools>;
 
   private constructor(private readonly options: DecisionEngineOptions) {
-    this.pools = loadSharedReference(options.reference).then((reference) => {
+    const loadStarted = performance.now();
+    this.pools = loadSharedReference(options.reference).then(({ shared: reference, source, snapshotError }) => {
+      const ms = Math.round(performance.now() - loadStarted);
+      options.logger.log("info", "reference tables loaded", { source, ms });
+      if (snapshotError !== undefined) {
+        options.logger.log("warn", "could not write the reference snapshot; the next start builds the tables again", { error: snapshotError });
+      }
       const workerData: EngineWorkerData = { reference, dataDir: options.dataDir, storeLatencyMs: options.storeLatencyMs ?? 0 };
       const filename = new URL("./engine-worker-entry.mjs", import.meta.url).href;
       return {

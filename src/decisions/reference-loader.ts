@@ -1,12 +1,30 @@
 import { Worker } from "node:worker_threads";
-import type { ReferenceDataOptions, SharedReferenceData } from "../engine/index.js";
+import { ReferenceData, type ReferenceDataOptions, type SharedReferenceData } from "../engine/index.js";
 
-/** Loads the reference tables in a short-lived worker thread and returns their shared form. */
-export function loadSharedReference(options: ReferenceDataOptions): Promise<SharedReferenceData> {
+export interface LoadedReference {
+  shared: SharedReferenceData;
+  /** How the tables were obtained, for the start-up log. */
+  source: "snapshot" | "built";
+  /** When they were built but the snapshot for the next start could not be written. */
+  snapshotError?: string;
+}
+
+/**
+ * The reference tables in their shared form: read from the snapshot when it
+ * matches the sources, else built in a short-lived worker thread (which also
+ * writes the snapshot), so that the parsing garbage leaves with the thread.
+ */
+export async function loadSharedReference(options: ReferenceDataOptions): Promise<LoadedReference> {
+  const snapshot = ReferenceData.fromSnapshot(options);
+  if (snapshot) return { shared: snapshot.toShared(), source: "snapshot" };
   return new Promise((resolve, reject) => {
-    const worker = new Worker(new URL("./reference-loader-worker.mjs", import.meta.url), { workerData: options });
-    worker.once("message", (shared: SharedReferenceData) => {
-      resolve(shared);
+    // A small young generation: the parser's garbage is short-lived, and this bounds the start-up peak.
+    const worker = new Worker(new URL("./reference-loader-worker.mjs", import.meta.url), {
+      workerData: options,
+      resourceLimits: { maxYoungGenerationSizeMb: 4 },
+    });
+    worker.once("message", (built: { shared: SharedReferenceData; snapshotError: string | undefined }) => {
+      resolve({ shared: built.shared, source: "built", ...(built.snapshotError !== undefined && { snapshotError: built.snapshotError }) });
       void worker.terminate();
     });
     worker.once("error", reject);

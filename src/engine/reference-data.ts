@@ -1,9 +1,10 @@
 // Everything the fast path looks up in memory: IP → country, Tor exits,
 // datacenter ranges and disposable e-mail domains.
 //
-// Loading parses ~25 MB of CSV, so the service does it once on the main
-// thread. The large tables (country ranges, disposable domains) live in
-// SharedArrayBuffers: toShared() returns a structured-cloneable object to pass
+// Building the large tables (country ranges, disposable domains) parses ~28 MB
+// of CSV and JSON, so they are compiled once into a snapshot file
+// (reference-snapshot.ts) that later starts read back in milliseconds. They
+// live in SharedArrayBuffers: toShared() returns a structured-cloneable object to pass
 // as workerData, and fromShared() rebuilds a ReferenceData over the same
 // memory in the worker. The Tor and datacenter lists are small and change
 // while the service runs, so each thread reads them from their configured
@@ -20,6 +21,7 @@ import type { SharedGeoCountryTable } from "./geo-country.js";
 import { IpRangeSet, parseTorExitList } from "./ip-lists.js";
 import type { TorExitSet } from "./ip-lists.js";
 import { ReloadableFile } from "./reloadable-file.js";
+import { readReferenceSnapshot, snapshotKey, snapshotPath, writeReferenceSnapshot, type ReferenceTables } from "./reference-snapshot.js";
 
 export interface ReferenceDataOptions {
   /** Tor bulk exit list or exit-addresses file; Tor detection is off without it. */
@@ -29,19 +31,20 @@ export interface ReferenceDataOptions {
   /** Override the @ip-location-db/geo-whois-asn-country CSVs (decimal "-num" format). */
   geoIpv4CsvPath?: string | undefined;
   geoIpv6CsvPath?: string | undefined;
+  /** Where the compiled snapshot of the large tables is kept; defaults to {@link DEFAULT_SNAPSHOT_DIR}. */
+  snapshotDir?: string | undefined;
 }
 
 /** Structured-cloneable form for workerData; the typed arrays share memory. */
-export interface SharedReferenceData {
-  readonly geo: SharedGeoCountryTable;
-  readonly disposableDomains: SharedDomainList;
-  readonly disposableWildcardDomains: readonly string[];
+export interface SharedReferenceData extends ReferenceTables {
   readonly torExitListPath: string | undefined;
   readonly datacenterRangesPath: string | undefined;
 }
 
 const REFERENCE_DIRECTORY = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "reference");
 export const DEFAULT_DATACENTER_RANGES_PATH = join(REFERENCE_DIRECTORY, "datacenter-ranges.txt");
+/** npm's conventional cache directory of the installation, written by `npm ci` (the prepare script). */
+export const DEFAULT_SNAPSHOT_DIR = join(REFERENCE_DIRECTORY, "..", "node_modules", ".cache", "fraud-decision-service");
 
 const requireFromHere = createRequire(import.meta.url);
 
@@ -58,11 +61,29 @@ function readJsonStringArray(path: string): string[] {
 }
 
 interface ReferenceDataParts {
-  geo: GeoCountryTable;
-  disposableDomains: DomainList;
+  geo: GeoCountryTable | SharedGeoCountryTable;
+  disposableDomains: DomainList | SharedDomainList;
   disposableWildcardDomains: readonly string[];
   torExitListPath: string | undefined;
   datacenterRangesPath: string | undefined;
+}
+
+/** The files the large tables are built from. */
+function sourcesOf(options: ReferenceDataOptions) {
+  const geoPackage = "@ip-location-db/geo-whois-asn-country";
+  return {
+    geoIpv4: options.geoIpv4CsvPath ?? packageFile(geoPackage, "geo-whois-asn-country-ipv4-num.csv"),
+    geoIpv6: options.geoIpv6CsvPath ?? packageFile(geoPackage, "geo-whois-asn-country-ipv6-num.csv"),
+    disposable: packageFile("disposable-email-domains", "index.json"),
+    disposableWildcards: packageFile("disposable-email-domains", "wildcard.json"),
+  };
+}
+
+function listPaths(options: ReferenceDataOptions) {
+  return {
+    torExitListPath: options.torExitListPath,
+    datacenterRangesPath: options.datacenterRangesPath ?? DEFAULT_DATACENTER_RANGES_PATH,
+  };
 }
 
 export class ReferenceData {
@@ -74,42 +95,50 @@ export class ReferenceData {
   readonly datacenterRanges: ReloadableFile<IpRangeSet>;
 
   private constructor(parts: ReferenceDataParts) {
-    this.geo = parts.geo;
-    this.disposableDomains = parts.disposableDomains;
+    this.geo = parts.geo instanceof GeoCountryTable ? parts.geo : GeoCountryTable.fromShared(parts.geo);
+    this.disposableDomains = parts.disposableDomains instanceof DomainList ? parts.disposableDomains : DomainList.fromShared(parts.disposableDomains);
     this.disposableWildcardDomains = new Set(parts.disposableWildcardDomains);
     this.torExits = new ReloadableFile<TorExitSet>(parts.torExitListPath, parseTorExitList, new Set());
     this.datacenterRanges = new ReloadableFile(parts.datacenterRangesPath, IpRangeSet.parse, IpRangeSet.EMPTY);
   }
 
-  /** Reads and indexes every source; call once per process (about half a second). */
+  /** The snapshot when one built from the current sources exists, else {@link build}. */
   static load(options: ReferenceDataOptions = {}): ReferenceData {
-    const geoPackage = "@ip-location-db/geo-whois-asn-country";
-    const geo = GeoCountryTable.loadFromCsvFiles(
-      options.geoIpv4CsvPath ?? packageFile(geoPackage, "geo-whois-asn-country-ipv4-num.csv"),
-      options.geoIpv6CsvPath ?? packageFile(geoPackage, "geo-whois-asn-country-ipv6-num.csv"),
-    );
-    return new ReferenceData({
-      geo,
-      disposableDomains: DomainList.build(
-        readJsonStringArray(packageFile("disposable-email-domains", "index.json")),
-      ),
-      disposableWildcardDomains: readJsonStringArray(packageFile("disposable-email-domains", "wildcard.json")).map(
-        (domain) => domain.toLowerCase(),
-      ),
-      torExitListPath: options.torExitListPath,
-      datacenterRangesPath: options.datacenterRangesPath ?? DEFAULT_DATACENTER_RANGES_PATH,
+    return ReferenceData.fromSnapshot(options) ?? ReferenceData.build(options).data;
+  }
+
+  /** The tables from the snapshot file, if there is one built from the current sources; a few milliseconds. */
+  static fromSnapshot(options: ReferenceDataOptions = {}): ReferenceData | undefined {
+    const sources = sourcesOf(options);
+    const tables = readReferenceSnapshot(snapshotPath(options.snapshotDir ?? DEFAULT_SNAPSHOT_DIR), snapshotKey(Object.values(sources)));
+    return tables && new ReferenceData({ ...tables, ...listPaths(options) });
+  }
+
+  /**
+   * Reads and indexes every source (about half a second and 100 MB of
+   * transient memory), then writes the snapshot for the next start. A
+   * snapshot that cannot be written (a read-only installation) only costs
+   * the next start the same time again; `snapshotError` says why.
+   */
+  static build(options: ReferenceDataOptions = {}): { data: ReferenceData; snapshotError: string | undefined } {
+    const sources = sourcesOf(options);
+    const data = new ReferenceData({
+      geo: GeoCountryTable.loadFromCsvFiles(sources.geoIpv4, sources.geoIpv6),
+      disposableDomains: DomainList.build(readJsonStringArray(sources.disposable)),
+      disposableWildcardDomains: readJsonStringArray(sources.disposableWildcards).map((domain) => domain.toLowerCase()),
+      ...listPaths(options),
     });
+    try {
+      writeReferenceSnapshot(snapshotPath(options.snapshotDir ?? DEFAULT_SNAPSHOT_DIR), snapshotKey(Object.values(sources)), data.toShared());
+      return { data, snapshotError: undefined };
+    } catch (error) {
+      return { data, snapshotError: String(error) };
+    }
   }
 
   /** Rebuilds reference data in a worker from toShared() output without copying the big tables. */
   static fromShared(shared: SharedReferenceData): ReferenceData {
-    return new ReferenceData({
-      geo: GeoCountryTable.fromShared(shared.geo),
-      disposableDomains: DomainList.fromShared(shared.disposableDomains),
-      disposableWildcardDomains: shared.disposableWildcardDomains,
-      torExitListPath: shared.torExitListPath,
-      datacenterRangesPath: shared.datacenterRangesPath,
-    });
+    return new ReferenceData(shared);
   }
 
   toShared(): SharedReferenceData {

@@ -116,7 +116,12 @@ export function buildApp(options: AppOptions): App {
   const limiter = new RateLimiter(clock);
   const engine = DecisionEngine.start({
     dataDir: config.dataDir,
-    reference: { torExitListPath: config.torExitListPath, datacenterRangesPath: config.datacenterRangesPath },
+    reference: {
+      torExitListPath: config.torExitListPath,
+      datacenterRangesPath: config.datacenterRangesPath,
+      snapshotDir: config.referenceSnapshotDir,
+    },
+    logger,
     threads: config.engineThreads,
     comprehensiveBudgetMs: config.comprehensiveBudgetMs,
     storeLatencyMs: options.storeLatencyMs,
