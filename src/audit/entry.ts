@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Environment } from "../auth/keys.js";
 import type { Clock } from "../clock.js";
-import { randomBase62 } from "../ids.js";
+import { newId } from "../ids.js";
 import { canonicalJson } from "../canonical-json.js";
 import type { JsonValue } from "../canonical-json.js";
 import type { AuditSigner } from "./signer.js";
@@ -134,7 +134,7 @@ export function appendEntry(
   const body: AuditBody = {
     v: 1,
     seq: prev === undefined ? 1 : prev.seq + 1,
-    id: `aud_${randomBase62(22)}`,
+    id: newId("aud"),
     at: clock.now(),
     accountId: fields.accountId ?? null,
     environment: fields.environment ?? null,

@@ -1,6 +1,6 @@
 import type { Environment } from "../auth/keys.js";
 import type { Clock } from "../clock.js";
-import { randomBase62 } from "../ids.js";
+import { newId } from "../ids.js";
 
 /** The eight event types of the specification (part 6). */
 export const EVENT_TYPES = [
@@ -163,7 +163,7 @@ export function buildEvent<T extends EventType>(
   clock: Clock,
 ): WebhookEvent<T> {
   return {
-    id: `evt_${randomBase62(22)}`,
+    id: newId("evt"),
     type,
     createdAt: new Date(clock.now()).toISOString(),
     environment: scope.environment,
