@@ -29,6 +29,7 @@ export class GraphRepository {
   private readonly clearLabelsStmt;
   private readonly insertLabelStmt;
   private readonly labelledStmt;
+  private readonly anyLabelStmt;
   private readonly neighboursStmt;
 
   constructor(db: Db) {
@@ -39,6 +40,9 @@ export class GraphRepository {
       "DELETE FROM graph_labels WHERE decision_id = ? AND account_id = ? AND environment = ?",
     );
     this.insertLabelStmt = db.prepare<[string, string, string, string]>("INSERT OR IGNORE INTO graph_labels VALUES (?, ?, ?, ?)");
+    this.anyLabelStmt = db.prepare<[string, string], { one: number }>(
+      "SELECT 1 AS one FROM graph_labels WHERE account_id = ? AND environment = ? LIMIT 1",
+    );
     this.labelledStmt = db.prepare<[string, string, string], { one: number }>(
       "SELECT 1 AS one FROM graph_labels WHERE account_id = ? AND environment = ? AND entity = ? LIMIT 1",
     );
@@ -76,6 +80,8 @@ export class GraphRepository {
   /** Fraud-labelled entities within two hops of `entities` (a request's, before it is recorded). */
   lookup(tenant: Tenant, entities: readonly string[]): GraphLink {
     const { accountId, environment } = tenant;
+    // Until feedback labels something fraud, nothing can be linked to it: one probe instead of the walk.
+    if (!this.anyLabelStmt.get(accountId, environment)) return { linkedToFraud: false, hops: null, fraudNeighbours: 0 };
     const labelled = new Set<string>();
     let hops: number | null = null;
     for (const entity of entities) {
