@@ -32,4 +32,33 @@ describe("canonicalJson", () => {
     expect(() => canonicalJson({ x: Number.POSITIVE_INFINITY })).toThrow(TypeError);
     expect(() => canonicalJson({ when: new Date(0) } as unknown as JsonValue)).toThrow(TypeError);
   });
+
+  it("writes what JSON.stringify writes, with members sorted, for random values", () => {
+    let seed = 42;
+    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const pieces = ["a", "é", "\u2028", '"', "\\", "\n", "\u0001", "\ud83d\ude00", "\ud800", "\udc00", "z", "Z", "0", " ", "~"];
+    const text = () => Array.from({ length: Math.floor(random() * 6) }, () => pieces[Math.floor(random() * pieces.length)]).join("");
+    const numbers = [0, -0, 1, -1, 0.1, 1e21, 1e-7, -5.5e-7, 123456789.125, Number.MAX_SAFE_INTEGER, 2 ** -1074];
+    const value = (depth: number): JsonValue => {
+      const kind = Math.floor(random() * (depth > 3 ? 4 : 6));
+      if (kind === 0) return text();
+      if (kind === 1) return numbers[Math.floor(random() * numbers.length)] as number;
+      if (kind === 2) return random() < 0.5;
+      if (kind === 3) return null;
+      if (kind === 4) return Array.from({ length: Math.floor(random() * 4) }, () => value(depth + 1));
+      return Object.fromEntries(Array.from({ length: Math.floor(random() * 5) }, () => [text(), value(depth + 1)]));
+    };
+    // The plain definition: JSON.stringify for everything but objects, whose members are written sorted.
+    // (Not via a sorted copy: JavaScript objects put integer-like keys such as "0" first, whatever the order.)
+    const reference = (v: JsonValue): string =>
+      Array.isArray(v)
+        ? `[${v.map(reference).join(",")}]`
+        : v !== null && typeof v === "object"
+          ? `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${reference(v[k] as JsonValue)}`).join(",")}}`
+          : JSON.stringify(v);
+    for (let i = 0; i < 2_000; i++) {
+      const v = value(0);
+      expect(canonicalJson(v)).toBe(reference(v));
+    }
+  });
 });
