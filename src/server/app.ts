@@ -1,5 +1,6 @@
 import type { AddressInfo } from "node:net";
-import { createConnectRouter } from "@connectrpc/connect";
+import { createConnectRouter, createServiceImplSpec, type ServiceImpl, type ServiceImplSpec } from "@connectrpc/connect";
+import type { DescService } from "@bufbuild/protobuf";
 import { CaseService as CaseRpc } from "../../gen/fraud/v1/case_pb.js";
 import { DecisionService } from "../../gen/fraud/v1/decision_pb.js";
 import { FeedbackService } from "../../gen/fraud/v1/feedback_pb.js";
@@ -177,13 +178,17 @@ export function buildApp(options: AppOptions): App {
   });
   const eventStream = new EventStream(keys, webhookRepository, events, clock, logger);
 
-  const router = createConnectRouter({
-    interceptors: apiInterceptors({ logger, keys, limiter, rateLimitOverrides: config.rateLimitOverrides }),
-    // Zero values and empty lists stay in JSON: REST clients read the exact shapes of the specification.
-    jsonOptions: { alwaysEmitImplicit: true },
-    readMaxBytes: config.maxBodyBytes,
-  });
-  router.service(
+  const interceptors = apiInterceptors({ logger, keys, limiter, rateLimitOverrides: config.rateLimitOverrides });
+  // Zero values and empty lists stay in JSON: REST clients read the exact shapes of the specification.
+  const jsonOptions = { alwaysEmitImplicit: true };
+  const router = createConnectRouter({ interceptors, jsonOptions, readMaxBytes: config.maxBodyBytes });
+  // Each service is served by the router (Connect, gRPC, gRPC-Web) and by the REST gateway, from one implementation.
+  const services: ServiceImplSpec[] = [];
+  const serve = <T extends DescService>(service: T, implementation: ServiceImpl<T>): void => {
+    router.service(service, implementation);
+    services.push(createServiceImplSpec(service, implementation));
+  };
+  serve(
     DecisionService,
     createDecisionService({
       clock,
@@ -199,20 +204,20 @@ export function buildApp(options: AppOptions): App {
       metrics,
     }),
   );
-  router.service(FeedbackService, createFeedbackService({ processor: feedback }));
-  router.service(ConsortiumService, createConsortiumService({ consortium, clock }));
-  router.service(CaseRpc, createCaseService({ cases, lifecycle: caseLifecycle }));
-  router.service(PolicyService, createPolicyService({ db, clock, policies: policyRepository, sets: policySets, engine, audit }));
-  router.service(ListService, createListService({ db, clock, lists: listRepository, sets: policySets, audit }));
-  router.service(WebhookService, createWebhookService({ endpoints: webhookEndpoints, clock }));
-  router.service(DeadLetterService, createDeadLetterService({ outbox }));
-  router.service(AuditService, createAuditService({ store: auditStore }));
-  router.service(StatusService, createStatusService({ metrics, health, clock }));
+  serve(FeedbackService, createFeedbackService({ processor: feedback }));
+  serve(ConsortiumService, createConsortiumService({ consortium, clock }));
+  serve(CaseRpc, createCaseService({ cases, lifecycle: caseLifecycle }));
+  serve(PolicyService, createPolicyService({ db, clock, policies: policyRepository, sets: policySets, engine, audit }));
+  serve(ListService, createListService({ db, clock, lists: listRepository, sets: policySets, audit }));
+  serve(WebhookService, createWebhookService({ endpoints: webhookEndpoints, clock }));
+  serve(DeadLetterService, createDeadLetterService({ outbox }));
+  serve(AuditService, createAuditService({ store: auditStore }));
+  serve(StatusService, createStatusService({ metrics, health, clock }));
   registerHealth(router, health, API_SERVICES);
   // The value sets are referenced by name from field options, not imported: serve them explicitly.
   registerReflection(router, [...API_SERVICES, Health, ServerReflection, ServerReflectionV1Alpha], [file_fraud_v1_value_sets]);
 
-  const gateway = new RestGateway(router.handlers, config.maxBodyBytes);
+  const gateway = new RestGateway(services, interceptors, { maxBodyBytes: config.maxBodyBytes, jsonOptions });
   const dispatcher = new Dispatcher(router, gateway, {
     clientIp: new ClientIpResolver(config.trustedProxies),
     metrics,

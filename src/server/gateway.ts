@@ -1,9 +1,29 @@
 import type http from "node:http";
 import type http2 from "node:http2";
-import { ScalarType, type DescField, type DescMethod, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
-import { ConnectError, createContextValues } from "@connectrpc/connect";
-import { errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
-import type { UniversalHandler, UniversalServerResponse } from "@connectrpc/connect/protocol";
+import {
+  ScalarType,
+  create,
+  fromJson,
+  isMessage,
+  toJson,
+  toJsonString,
+  type DescField,
+  type DescMessage,
+  type DescMethod,
+  type DescMethodUnary,
+  type JsonObject,
+  type JsonValue,
+  type JsonWriteOptions,
+} from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  createContextValues,
+  type HandlerContext,
+  type Interceptor,
+  type ServiceImplSpec,
+  type UnaryResponse,
+} from "@connectrpc/connect";
 import { ResponseShape } from "../../gen/fraud/v1/options_pb.js";
 import { withCallContext, type CallContext } from "../api/context.js";
 import { allContracts, type MethodContract } from "../api/contract.js";
@@ -21,40 +41,61 @@ const FORWARDED_HEADERS = ["x-api-key", "authorization", "idempotency-key", "use
 /** Response headers the gateway passes back from the RPC handlers. */
 const RETURNED_HEADERS = ["ratelimit", "ratelimit-policy", "retry-after", "x-request-id", "fraud-error-code"];
 
+/** A service's unary method as Connect's router holds it (ServiceImplSpec). */
+type UnarySpec = Extract<ServiceImplSpec["methods"][string], { kind: "unary" }>;
+type UnaryImplementation = UnarySpec["impl"];
+/** What an interceptor wraps: a call of any kind (the gateway only makes unary ones). */
+type Call = Parameters<Interceptor>[0];
+
 interface RestRoute {
   contract: MethodContract;
+  method: DescMethodUnary;
   verb: string;
   template: string;
   pattern: RegExp;
   /** Path parameters in order, each the request field it binds. */
   pathFields: DescField[];
-  handler: UniversalHandler;
+  implementation: UnaryImplementation;
 }
+
 
 export type RouteMatch =
   | { kind: "route"; route: RestRoute; params: string[] }
   | { kind: "wrong-method"; allowed: string[] }
   | { kind: "none" };
 
+export interface RestGatewayOptions {
+  maxBodyBytes: number;
+  /** The router's JSON options, so REST writes what Connect JSON writes. */
+  jsonOptions: Partial<JsonWriteOptions>;
+}
+
 /**
  * The REST JSON API of the specification, generated from the `(fraud.v1.http)`
- * option of each RPC. A REST call becomes a Connect JSON call on the very same
- * handler, so interceptors (auth, rate limits, validation) and handlers are
- * shared with gRPC and Connect; only the envelope and status mapping live here.
+ * option of each RPC. A REST call runs the very implementation the Connect
+ * router serves, through the same interceptors (errors, auth, rate limits,
+ * validation) in the same order, so every protocol shares them; only reading
+ * the JSON body, the envelope and the status mapping live here. It calls the
+ * implementation directly rather than through a Connect JSON request, which
+ * would serialise the input and output once more and build a request, a
+ * response stream, linked abort signals and an AbortError per call
+ * (docs/benchmarks.md).
  */
 export class RestGateway {
   private readonly routes: RestRoute[] = [];
 
   constructor(
-    handlers: readonly UniversalHandler[],
-    private readonly maxBodyBytes: number,
+    services: readonly ServiceImplSpec[],
+    private readonly interceptors: readonly Interceptor[],
+    private readonly options: RestGatewayOptions,
   ) {
-    const byMethod = new Map<DescMethod, UniversalHandler>();
-    // The router holds one handler per RPC; any serves Connect JSON.
-    for (const handler of handlers) byMethod.set(handler.method, handler);
+    const unary = new Map<DescMethod, UnarySpec>();
+    for (const service of services) {
+      for (const spec of Object.values(service.methods)) if (spec.kind === "unary") unary.set(spec.method, spec);
+    }
     for (const contract of allContracts()) {
-      const handler = byMethod.get(contract.method);
-      if (!handler) continue;
+      const spec = unary.get(contract.method);
+      if (!spec) continue;
       const pathFields: DescField[] = [];
       const pattern = contract.http.path.replace(/\{(\w+)\}/g, (_, name: string) => {
         const field = contract.method.input.fields.find((f) => f.jsonName === name);
@@ -64,11 +105,12 @@ export class RestGateway {
       });
       this.routes.push({
         contract,
+        method: spec.method,
         verb: contract.http.method,
         template: contract.http.path,
         pattern: new RegExp(`^${pattern}$`),
         pathFields,
-        handler,
+        implementation: spec.impl,
       });
     }
   }
@@ -87,64 +129,97 @@ export class RestGateway {
   /** Serves one matched REST call; always answers, never throws. */
   async serve(match: Extract<RouteMatch, { kind: "route" }>, req: NodeRequest, res: NodeResponse, context: CallContext, url: URL): Promise<void> {
     const { route } = match;
-    let input: JsonObject;
+    const { method } = route;
+    let message;
     try {
-      input = await this.readInput(route, match.params, req, url);
+      const input = await this.readInput(route, match.params, req, url);
+      message = decodeInput(method.input, input);
     } catch (error) {
       this.writeError(res, context, ConnectError.from(error));
       return;
     }
 
-    const header = new Headers({ "content-type": "application/json" });
-    for (const name of FORWARDED_HEADERS) {
-      const value = req.headers[name];
-      if (typeof value === "string") header.set(name, value);
-    }
     const abort = new AbortController();
     // Only a client that went away mid-call aborts it (an AbortError is costly to build).
     res.once("close", () => {
       if (!res.writableFinished) abort.abort();
     });
-    let response: UniversalServerResponse;
-    try {
-      response = await route.handler({
-        httpVersion: req.httpVersion,
-        url: `http://gateway${route.handler.requestPath}`,
-        method: "POST",
-        header,
-        body: input,
-        signal: abort.signal,
-        contextValues: withCallContext(createContextValues(), context),
+    const header = new Headers();
+    for (const name of FORWARDED_HEADERS) {
+      const value = req.headers[name];
+      if (typeof value === "string") header.set(name, value);
+    }
+    // What Connect's createHandlerContext builds, minus the deadline and the linked abort controller that
+    // REST has no use for: no timeout header, and the call's signal is the client's going away.
+    const handlerContext: HandlerContext = {
+      service: method.parent,
+      method,
+      protocolName: "rest",
+      requestMethod: req.method ?? "POST",
+      url: url.href,
+      signal: abort.signal,
+      timeoutMs: () => undefined,
+      requestHeader: header,
+      responseHeader: new Headers(),
+      responseTrailer: new Headers(),
+      values: withCallContext(createContextValues(), context),
+    };
+    // The interceptors wrap the implementation exactly as Connect's router applies them: the first outermost.
+    const implementation: Call = async (request) => {
+      if (request.stream) throw new ConnectError("the REST gateway makes unary calls only", Code.Internal);
+      const output = await route.implementation(request.message, {
+        ...handlerContext,
+        requestHeader: request.header,
+        signal: request.signal,
+        values: request.contextValues,
       });
+      return {
+        stream: false,
+        service: method.parent,
+        method,
+        header: handlerContext.responseHeader,
+        trailer: handlerContext.responseTrailer,
+        message: isMessage(output, method.output) ? output : create(method.output, output),
+      };
+    };
+    const call = this.interceptors.reduceRight((next, interceptor) => interceptor(next), implementation);
+    let response: UnaryResponse;
+    try {
+      const result = await call({
+        stream: false,
+        service: method.parent,
+        method,
+        requestMethod: handlerContext.requestMethod,
+        url: handlerContext.url,
+        signal: handlerContext.signal,
+        header: handlerContext.requestHeader,
+        contextValues: handlerContext.values,
+        message,
+      });
+      if (result.stream) throw new ConnectError("an interceptor answered a unary call with a stream", Code.Internal);
+      response = result;
     } catch (error) {
-      this.writeError(res, context, ConnectError.from(error));
+      this.writeError(res, context, context.error ?? ConnectError.from(error));
       return;
     }
-    const body = await readAll(response.body);
     for (const name of RETURNED_HEADERS) {
-      const value = response.header?.get(name);
+      const value = response.header.get(name);
       if (value) res.setHeader(name, value);
     }
-    if (response.status !== 200) {
-      this.writeError(res, context, context.error ?? errorFromJsonBytes(body, response.header, apiError("INTERNAL_ERROR", "internal error")));
-      return;
-    }
-    this.writeSuccess(res, context, route.contract, body);
+    this.writeSuccess(res, context, route.contract, method.output, response.message);
   }
 
-  private writeSuccess(res: NodeResponse, context: CallContext, contract: MethodContract, body: Uint8Array): void {
+  private writeSuccess(res: NodeResponse, context: CallContext, contract: MethodContract, schema: DescMessage, output: UnaryResponse["message"]): void {
     const status = contract.http.successStatus || 200;
     if (contract.responseShape === ResponseShape.EMPTY) {
       res.writeHead(status);
       res.end();
       return;
     }
-    let data = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8");
-    if (contract.http.responseBody) {
-      // Rare, non-hot path (get-one operations): lift one field out of the response.
-      const whole = JSON.parse(data) as JsonObject;
-      data = JSON.stringify(whole[contract.http.responseBody] ?? null);
-    }
+    const data = contract.http.responseBody
+      ? // Get-one operations: lift one field out of the response.
+        JSON.stringify((toJson(schema, output, this.options.jsonOptions) as JsonObject)[contract.http.responseBody] ?? null)
+      : toJsonString(schema, output, this.options.jsonOptions);
     const text =
       contract.responseShape === ResponseShape.BARE
         ? data
@@ -210,13 +285,14 @@ export class RestGateway {
   }
 
   private async readJsonBody(req: NodeRequest): Promise<JsonObject> {
+    const { maxBodyBytes } = this.options;
     const declared = Number(req.headers["content-length"] ?? NaN);
-    if (declared > this.maxBodyBytes) throw tooLarge(this.maxBodyBytes);
+    if (declared > maxBodyBytes) throw tooLarge(maxBodyBytes);
     const chunks: Buffer[] = [];
     let size = 0;
     for await (const chunk of req as AsyncIterable<Buffer>) {
       size += chunk.length;
-      if (size > this.maxBodyBytes) throw tooLarge(this.maxBodyBytes);
+      if (size > maxBodyBytes) throw tooLarge(maxBodyBytes);
       chunks.push(chunk);
     }
     if (size === 0) return {};
@@ -301,9 +377,11 @@ function writeJson(res: NodeResponse, status: number, text: string): void {
   res.end(text);
 }
 
-async function readAll(body: AsyncIterable<Uint8Array> | undefined): Promise<Uint8Array> {
-  if (!body) return new Uint8Array(0);
-  const chunks: Uint8Array[] = [];
-  for await (const chunk of body) chunks.push(chunk);
-  return chunks.length === 1 ? (chunks[0] as Uint8Array) : Buffer.concat(chunks);
+/** The request message from its checked JSON, failing as Connect JSON fails on input it cannot decode. */
+function decodeInput(schema: DescMessage, input: JsonObject) {
+  try {
+    return fromJson(schema, input, { ignoreUnknownFields: true });
+  } catch (error) {
+    throw ConnectError.from(error, Code.InvalidArgument);
+  }
 }
