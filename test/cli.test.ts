@@ -68,6 +68,8 @@ describe("fraudctl against a running server", () => {
     }
     const testSecret = keys.find((k) => k.environment === "test" && k.kind === "secret");
     expect(testSecret?.key).toBe(`…${account.keys.test.secret.slice(-4)}`);
+    // Served (and remembered by the server's key cache) before the other process revokes it.
+    expect(await listCases(account.keys.test.secret)).not.toBe(401);
     const revoked = await runFraudctl(["keys", "revoke", testSecret?.id ?? "", "--json"], env);
     expect(revoked.code).toBe(0);
     expect(await listCases(account.keys.test.secret)).toBe(401);

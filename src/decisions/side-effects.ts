@@ -2,15 +2,15 @@ import { CaseService, OPEN_CASE_TASK, type OpenCasePayload } from "../cases/case
 import type { EventPublisher } from "../events/publisher.js";
 import type { Outbox } from "../outbox/outbox.js";
 import { decisionEventType, type Decision } from "../webhooks/events.js";
-import type { DecisionRecorder } from "./recorder.js";
+import type { DecisionWriter } from "./writer.js";
 
 /**
  * Part 4.1's asynchronous side effects of a decide, queued in the decide's own
  * transaction: the decision event for webhooks and streams, and a case for
  * elevated risk. They run after the response and survive a crash.
  */
-export function registerDecisionSideEffects(recorder: DecisionRecorder, events: EventPublisher, outbox: Outbox): void {
-  recorder.addHook(({ tenant, decision, policy }) => {
+export function registerDecisionSideEffects(writer: DecisionWriter, events: EventPublisher, outbox: Outbox): void {
+  writer.addEffect(({ tenant, decision, policy }) => {
     const verdict = decision.decision as Decision;
     events.publish(tenant, decisionEventType(verdict), {
       decisionId: decision.id,

@@ -39,6 +39,39 @@ export interface DeadLetter {
   payload: unknown;
 }
 
+/**
+ * A task as it is inserted, before it has a row id. The decision writer
+ * (another thread) inserts the tasks of a decide in its own transaction:
+ * they are collected on the request thread ({@link Outbox.collect}) and
+ * travel with the decision.
+ */
+export interface OutboxEntry {
+  kind: string;
+  accountId: string | null;
+  environment: "test" | "live" | null;
+  /** The payload as JSON. */
+  payload: string;
+  /** When it is first due. */
+  at: number;
+  now: number;
+}
+
+/** Inserts outbox entries over one connection: the outbox's own, or the decision writer's. */
+export class OutboxInserter {
+  private readonly insertStmt;
+
+  constructor(db: Db) {
+    this.insertStmt = db.prepare<[OutboxEntry]>(
+      `INSERT INTO outbox (kind, account_id, environment, payload, status, next_attempt_at, created_at, updated_at)
+       VALUES (@kind, @accountId, @environment, @payload, 'pending', @at, @now, @now)`,
+    );
+  }
+
+  insert(entry: OutboxEntry): void {
+    this.insertStmt.run(entry);
+  }
+}
+
 interface OutboxRow {
   id: number;
   kind: string;
@@ -61,7 +94,9 @@ interface OutboxRow {
  */
 export class Outbox {
   private readonly handlers = new Map<string, TaskHandler>();
-  private readonly insertStmt;
+  private readonly inserter;
+  /** While {@link collect} runs: where enqueued tasks go instead of the table. */
+  private collecting: OutboxEntry[] | undefined;
   private readonly dueStmt;
   private readonly rowStmt;
   private readonly deleteStmt;
@@ -83,10 +118,7 @@ export class Outbox {
     private readonly clock: Clock,
     private readonly logger: Logger,
   ) {
-    this.insertStmt = db.prepare(
-      `INSERT INTO outbox (kind, account_id, environment, payload, status, next_attempt_at, created_at, updated_at)
-       VALUES (@kind, @accountId, @environment, @payload, 'pending', @at, @now, @now)`,
-    );
+    this.inserter = new OutboxInserter(db);
     // Ids only, straight from the index: rows already running are skipped before their payloads are read.
     this.dueStmt = db.prepare<[number, number], { id: number }>(
       "SELECT id FROM outbox WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?",
@@ -126,14 +158,42 @@ export class Outbox {
   /** Adds a task; call it inside the transaction of the change that causes it. */
   enqueue(kind: string, tenant: Tenant | undefined, payload: unknown, runAt?: number): void {
     const now = this.clock.now();
-    this.insertStmt.run({
+    const entry: OutboxEntry = {
       kind,
       accountId: tenant?.accountId ?? null,
       environment: tenant?.environment ?? null,
       payload: JSON.stringify(payload),
       at: runAt ?? now,
       now,
-    });
+    };
+    if (this.collecting) {
+      this.collecting.push(entry);
+      return;
+    }
+    this.inserter.insert(entry);
+    this.wakeSoon();
+  }
+
+  /**
+   * Runs `work` and returns the tasks it enqueued instead of inserting them:
+   * for a transaction committed by another connection (the decision writer),
+   * which inserts them with an {@link OutboxInserter}. Call {@link notify}
+   * once it has committed.
+   */
+  collect(work: () => void): OutboxEntry[] {
+    const outer = this.collecting;
+    const entries: OutboxEntry[] = [];
+    this.collecting = entries;
+    try {
+      work();
+    } finally {
+      this.collecting = outer;
+    }
+    return entries;
+  }
+
+  /** Tasks were committed by another connection: look for due work soon. */
+  notify(): void {
     this.wakeSoon();
   }
 

@@ -18,7 +18,6 @@ import { API_SERVICES } from "../api/contract.js";
 import { apiInterceptors } from "../api/interceptors.js";
 import { RateLimiter } from "../api/rate-limiter.js";
 import { KeyService } from "../auth/key-service.js";
-import { registerDecisionAudit } from "../audit/decisions.js";
 import { AuditLog } from "../audit/log.js";
 import { AuditSigner } from "../audit/signer.js";
 import { SqliteAuditStore } from "../store/audit.js";
@@ -40,7 +39,6 @@ import { createFeedbackService } from "../services/feedback.js";
 import { createConsortiumService } from "../services/consortium.js";
 import { FeedbackProcessor } from "../feedback/processor.js";
 import { registerConsortiumSharing } from "../consortium/sharing.js";
-import { registerGraphEdges } from "../graph/edges.js";
 import { ConsortiumRepository } from "../store/consortium.js";
 import { FeedbackRepository } from "../store/feedback.js";
 import { GraphRepository } from "../store/graph.js";
@@ -62,10 +60,9 @@ import { Checkpointer } from "../store/checkpointer.js";
 import { CaseRepository } from "../store/cases.js";
 import { DecisionEngine } from "../decisions/engine.js";
 import type { DecisionDetails } from "../decisions/record.js";
-import { DecisionRecorder } from "../decisions/recorder.js";
+import { DecisionWriter } from "../decisions/writer.js";
 import { AnalyzeStateRepository } from "../store/analyze-state.js";
 import { DecisionRepository } from "../store/decisions.js";
-import { HistoryRepository } from "../store/history.js";
 import { IdempotencyRepository } from "../store/idempotency.js";
 import { WeightsRepository } from "../store/weights.js";
 import { AccountRepository } from "../store/accounts.js";
@@ -130,21 +127,19 @@ export function buildApp(options: AppOptions): App {
   const decisions = new DecisionRepository<DecisionDetails>(db);
   const idempotency = new IdempotencyRepository(db);
   const analyzeState = new AnalyzeStateRepository(db);
-  const recorder = new DecisionRecorder(db, decisions, new HistoryRepository(db), idempotency);
   const checkpointer = new Checkpointer(db, config.dataDir, logger);
   const policyRepository = new PolicyRepository(db);
   const listRepository = new ListRepository(db);
   const policySets = new PolicySets(policyRepository, listRepository);
   const outbox = new Outbox(db, clock, logger);
+  const writer = new DecisionWriter(config.dataDir, outbox, logger);
   health.addBacklog(() => outbox.pending());
   const events = new EventPublisher(outbox, clock);
   const cases = new CaseRepository(db);
   const caseLifecycle = new CaseService(db, cases, outbox, events, clock, audit);
-  registerDecisionSideEffects(recorder, events, outbox);
-  registerDecisionAudit(recorder, audit);
-  registerAnomalyDetection(recorder, events);
+  registerDecisionSideEffects(writer, events, outbox);
+  registerAnomalyDetection(writer, events);
   const graph = new GraphRepository(db);
-  registerGraphEdges(recorder, graph);
   const webhookRepository = new WebhookRepository(db);
   const webhookGuard = { allowPrivate: config.webhookAllowPrivate };
   const webhookEndpoints = new WebhookEndpoints(db, webhookRepository, audit, clock, webhookGuard);
@@ -194,7 +189,7 @@ export function buildApp(options: AppOptions): App {
       clock,
       logger,
       engine,
-      recorder,
+      writer,
       decisions,
       idempotency,
       weights,
@@ -250,7 +245,7 @@ export function buildApp(options: AppOptions): App {
     events,
     audit,
     async listen() {
-      await engine.warmUp();
+      await Promise.all([engine.warmUp(), writer.whenReady()]);
       outbox.start();
       return listener.listen(config.port, config.host);
     },
@@ -265,7 +260,9 @@ export function buildApp(options: AppOptions): App {
         listener.destroyAll();
         await stopped;
         clearInterval(maintenance);
-        // Flush: side effects already due run before the database closes.
+        // The decisions already handed to the writer are committed; then their side effects,
+        // and any other task already due, run before the database closes.
+        await writer.close();
         await outbox.stop();
         analyzeState.flush();
         await engine.close();

@@ -17,7 +17,7 @@ import { canonicalJson, sha256Hex } from "../canonical-json.js";
 import type { Clock } from "../clock.js";
 import type { DecisionEngine } from "../decisions/engine.js";
 import type { DecisionDetails, PolicyResultRecord } from "../decisions/record.js";
-import type { DecisionRecorder, PolicyEffects } from "../decisions/recorder.js";
+import type { DecisionWriter, PolicyEffects } from "../decisions/writer.js";
 import type { PolicySets, TenantPolicies } from "../decisions/policy-set.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { PolicyEvaluation, PolicyResult } from "../policies/index.js";
@@ -105,7 +105,7 @@ export interface DecisionServiceDeps {
   clock: Clock;
   logger: Logger;
   engine: DecisionEngine;
-  recorder: DecisionRecorder;
+  writer: DecisionWriter;
   decisions: DecisionRepository<DecisionDetails>;
   idempotency: IdempotencyRepository;
   weights: WeightsRepository;
@@ -255,7 +255,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
         decision: verdict.decision,
         reasons: result.reasons,
       };
-      const replayed = await deps.recorder.record({
+      const replayed = await deps.writer.record({
         tenant,
         actor,
         decision: stored,

@@ -67,16 +67,16 @@ export class ApiKeyRepository {
   private readonly listByAccountStmt;
   private readonly expireStmt;
   private readonly revokeStmt;
-  private readonly dataVersionStmt;
+  private readonly changeCounterStmt;
   /**
    * Keys by hash, as looked up. Every request authenticates, so the lookup is
-   * served from memory while the key rows are unchanged: writes through this
-   * repository clear it, and so does any commit by another process (the
-   * fraudctl CLI), which SQLite's data_version reveals. New, rotated and
-   * revoked keys therefore still take effect at once.
+   * served from memory while the key rows are unchanged: triggers count every
+   * change to the keys and their accounts (migration 7), by this process or
+   * another (the fraudctl CLI), and a lookup first reads that counter. New,
+   * rotated and revoked keys therefore still take effect at once.
    */
   private readonly byHashCache = new Map<string, ApiKeyWithAccount | null>();
-  private cachedDataVersion = -1;
+  private cachedChangeCount = -1;
 
   constructor(private readonly db: Db) {
     this.insertStmt = db.prepare(
@@ -98,11 +98,10 @@ export class ApiKeyRepository {
     this.revokeStmt = db.prepare<[number, string]>(
       "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
     );
-    this.dataVersionStmt = db.prepare<[], number>("PRAGMA data_version").pluck();
+    this.changeCounterStmt = db.prepare<[], number>("SELECT value FROM change_counters WHERE name = 'api_keys'").pluck();
   }
 
   insert(record: ApiKeyRecord): void {
-    this.byHashCache.clear();
     this.insertStmt.run({
       ...record,
       permissions: record.permissions === undefined ? null : JSON.stringify(record.permissions),
@@ -110,10 +109,10 @@ export class ApiKeyRepository {
   }
 
   findByHash(hashHex: string): ApiKeyWithAccount | undefined {
-    const version = this.dataVersionStmt.get() as number;
-    if (version !== this.cachedDataVersion || this.byHashCache.size > MAX_CACHED_KEYS) {
+    const changes = this.changeCounterStmt.get() as number;
+    if (changes !== this.cachedChangeCount || this.byHashCache.size > MAX_CACHED_KEYS) {
       this.byHashCache.clear();
-      this.cachedDataVersion = version;
+      this.cachedChangeCount = changes;
     }
     const cached = this.byHashCache.get(hashHex);
     if (cached !== undefined) return cached ?? undefined;
@@ -136,7 +135,6 @@ export class ApiKeyRepository {
 
   /** Inserts `replacement` and starts the old key's grace period, atomically. */
   rotate(oldId: string, replacement: ApiKeyRecord, graceEndsAt: number): void {
-    this.byHashCache.clear();
     this.db.transaction(() => {
       this.insert(replacement);
       this.expireStmt.run(graceEndsAt, replacement.id, oldId);
@@ -144,7 +142,6 @@ export class ApiKeyRepository {
   }
 
   revoke(id: string, now: number): boolean {
-    this.byHashCache.clear();
     return this.revokeStmt.run(now, id).changes === 1;
   }
 }

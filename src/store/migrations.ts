@@ -350,4 +350,24 @@ export const migrations: readonly string[] = [
     received_at INTEGER NOT NULL
   ) STRICT;
   `,
+  // 7: a change counter for the API key cache. Decisions are committed by another connection (the decision
+  // writer's thread), so "has another connection committed?" (PRAGMA data_version) is true nearly always;
+  // "have keys or their accounts changed?" is what the cache needs, whoever changed them.
+  `
+  CREATE TABLE change_counters (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+  ) STRICT;
+  INSERT INTO change_counters VALUES ('api_keys', 0);
+  CREATE TRIGGER api_keys_inserted AFTER INSERT ON api_keys
+    BEGIN UPDATE change_counters SET value = value + 1 WHERE name = 'api_keys'; END;
+  CREATE TRIGGER api_keys_updated AFTER UPDATE ON api_keys
+    BEGIN UPDATE change_counters SET value = value + 1 WHERE name = 'api_keys'; END;
+  CREATE TRIGGER api_keys_deleted AFTER DELETE ON api_keys
+    BEGIN UPDATE change_counters SET value = value + 1 WHERE name = 'api_keys'; END;
+  CREATE TRIGGER accounts_updated_for_keys AFTER UPDATE ON accounts
+    BEGIN UPDATE change_counters SET value = value + 1 WHERE name = 'api_keys'; END;
+  CREATE TRIGGER accounts_deleted_for_keys AFTER DELETE ON accounts
+    BEGIN UPDATE change_counters SET value = value + 1 WHERE name = 'api_keys'; END;
+  `,
 ];

@@ -1,4 +1,4 @@
-import type { DecisionRecorder } from "../decisions/recorder.js";
+import type { DecisionWriter } from "../decisions/writer.js";
 import type { EventPublisher } from "../events/publisher.js";
 import { randomBase62 } from "../ids.js";
 import type { Tenant } from "../store/tenant.js";
@@ -61,7 +61,7 @@ function severity(denyRate: number): "low" | "medium" | "high" {
  * costs a few additions per decision and its event commits with the decision.
  * The windows start empty when the process starts.
  */
-export function registerAnomalyDetection(recorder: DecisionRecorder, events: EventPublisher): void {
+export function registerAnomalyDetection(writer: DecisionWriter, events: EventPublisher): void {
   const windows = new Map<string, DecisionWindows>();
   const windowsOf = (tenant: Tenant): DecisionWindows => {
     const key = `${tenant.accountId}/${tenant.environment}`;
@@ -72,7 +72,7 @@ export function registerAnomalyDetection(recorder: DecisionRecorder, events: Eve
     }
     return found;
   };
-  recorder.addHook(({ tenant, decision, now }) => {
+  writer.addEffect(({ tenant, decision, now }) => {
     const state = windowsOf(tenant);
     state.push({ deny: decision.decision === "deny", at: now });
     if (!state.full() || now < state.quietUntil) return;

@@ -1,0 +1,96 @@
+import type { AuditActor } from "../audit/entry.js";
+import { decisionAuditFields } from "../audit/decisions.js";
+import { AuditLog } from "../audit/log.js";
+import type { AuditSigner } from "../audit/signer.js";
+import { entityKeys } from "../graph/entities.js";
+import { OutboxInserter, type OutboxEntry } from "../outbox/outbox.js";
+import { SqliteAuditStore } from "../store/audit.js";
+import type { Db } from "../store/database.js";
+import { DecisionRepository, type StoredDecision } from "../store/decisions.js";
+import { GraphRepository } from "../store/graph.js";
+import { HistoryRepository, type HistoryUpdate } from "../store/history.js";
+import { IdempotencyRepository, type IdempotentResponse } from "../store/idempotency.js";
+import type { Tenant } from "../store/tenant.js";
+import type { DecisionDetails } from "./record.js";
+
+/** Everything a decide stores, as sent to the decision writer (structured-cloned: plain data only). */
+export interface StoredDecisionWrite {
+  tenant: Tenant;
+  /** The API key that asked for the decision (its id, never the key). */
+  actor: AuditActor;
+  decision: StoredDecision<DecisionDetails>;
+  evidence: Record<string, unknown>;
+  history: HistoryUpdate;
+  idempotency?: { key: string; entry: IdempotentResponse };
+  /** The side effects' outbox tasks (events, cases), collected on the request thread. */
+  outbox: OutboxEntry[];
+  /** The request thread's clock at the decision: every stored time comes from it. */
+  now: number;
+}
+
+/** What became of one write. */
+export type WriteResult =
+  | { kind: "stored" }
+  /** A concurrent retry with the same Idempotency-Key committed first: nothing was stored; answer with its response. */
+  | { kind: "replayed"; response: IdempotentResponse }
+  | { kind: "failed"; message: string };
+
+/**
+ * A decide's state, written atomically: the decision, its evidence, the
+ * history counters, the graph edges, the signed audit entry, the idempotency
+ * claim and the side effects' outbox tasks — all of a decision or none of it.
+ *
+ * A batch of writes shares one SQLite transaction (group commit), each inside
+ * its own savepoint, so a failing write rolls back alone. It runs in the
+ * decision writer's thread (writer-worker.ts), on that thread's connection.
+ */
+export class DecisionStore {
+  private readonly writeBatch;
+
+  constructor(db: Db, signer: AuditSigner) {
+    const decisions = new DecisionRepository<DecisionDetails>(db);
+    const history = new HistoryRepository(db);
+    const idempotency = new IdempotencyRepository(db);
+    const graph = new GraphRepository(db);
+    const outbox = new OutboxInserter(db);
+    // Audit entries are stamped with the time of the decision they record, from the request thread's clock.
+    let writeTime = 0;
+    const audit = new AuditLog(new SqliteAuditStore(db), signer, { now: () => writeTime });
+
+    // Nested inside writeBatch, this runs as a savepoint.
+    const writeOne = db.transaction((write: StoredDecisionWrite): WriteResult => {
+      const { tenant, now } = write;
+      if (write.idempotency && !idempotency.claim(tenant, write.idempotency.key, write.idempotency.entry, now)) {
+        const earlier = idempotency.find(tenant, write.idempotency.key, now);
+        if (earlier) return { kind: "replayed", response: earlier };
+        throw new Error("the Idempotency-Key was claimed but its answer is gone");
+      }
+      writeTime = now;
+      decisions.insert(tenant, write.decision, write.evidence);
+      history.record(tenant, write.history, now);
+      graph.recordEdges(tenant, write.decision.id, entityKeys(write.history), now);
+      audit.record(decisionAuditFields(write));
+      for (const entry of write.outbox) outbox.insert(entry);
+      return { kind: "stored" };
+    });
+    this.writeBatch = db.transaction((batch: readonly StoredDecisionWrite[]): WriteResult[] =>
+      batch.map((write) => {
+        try {
+          return writeOne(write);
+        } catch (error) {
+          return { kind: "failed", message: error instanceof Error ? error.message : String(error) };
+        }
+      }),
+    );
+  }
+
+  /** Stores a batch in one transaction; when the commit itself fails, none of it is stored. */
+  write(batch: readonly StoredDecisionWrite[]): WriteResult[] {
+    try {
+      return this.writeBatch.immediate(batch);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      return batch.map(() => ({ kind: "failed", message }));
+    }
+  }
+}

@@ -1,0 +1,24 @@
+// The decision writer's thread: it owns a read-write connection and stores the
+// batches of decide writes the request thread sends, one transaction each.
+import { parentPort, workerData } from "node:worker_threads";
+import { AuditSigner } from "../audit/signer.js";
+import { openDatabase } from "../store/database.js";
+import { DecisionStore } from "./decision-store.js";
+import type { WriterReply, WriterRequest } from "./writer.js";
+
+const { dataDir } = workerData as { dataDir: string };
+const db = openDatabase(dataDir);
+const store = new DecisionStore(db, AuditSigner.loadOrCreate(dataDir));
+const port = parentPort;
+if (!port) throw new Error("writer-worker.ts runs as a worker thread");
+
+port.on("message", (request: WriterRequest) => {
+  if (request.kind === "close") {
+    db.close();
+    port.postMessage({ kind: "closed" } satisfies WriterReply);
+    port.close();
+    return;
+  }
+  port.postMessage({ kind: "written", batch: request.batch, results: store.write(request.writes) } satisfies WriterReply);
+});
+port.postMessage({ kind: "ready" } satisfies WriterReply);

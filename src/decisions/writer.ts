@@ -1,0 +1,178 @@
+import { Worker } from "node:worker_threads";
+import type { Logger } from "../log.js";
+import type { Outbox } from "../outbox/outbox.js";
+import type { IdempotentResponse } from "../store/idempotency.js";
+import type { PolicyTriggeredEventData, ShadowPolicyResult } from "../webhooks/events.js";
+import type { StoredDecisionWrite, WriteResult } from "./decision-store.js";
+
+/** What the account's policies asked for beyond the decision itself. */
+export interface PolicyEffects {
+  /** A deciding rule's action was review: open a case whatever the score. */
+  review: boolean;
+  /** Rules that matched (active and shadow), for policy.triggered events. */
+  triggered: Array<Omit<PolicyTriggeredEventData, "decisionId" | "requestId" | "userId" | "action" | "score">>;
+  /** Shadow policies' results, for the decision event. */
+  shadowResults: ShadowPolicyResult[];
+}
+
+/** A decide's state, as the decision service hands it over. */
+export interface DecisionWrite extends Omit<StoredDecisionWrite, "outbox"> {
+  policy: PolicyEffects;
+}
+
+/**
+ * A side effect of every decision (events, cases, anomaly detection). It runs
+ * on the request thread just before the write is sent; the outbox tasks it
+ * enqueues are collected and committed in the decision's own transaction.
+ */
+export type DecisionEffect = (write: DecisionWrite) => void;
+
+/** Request thread → writer thread. */
+export type WriterRequest = { kind: "write"; batch: number; writes: StoredDecisionWrite[] } | { kind: "close" };
+/** Writer thread → request thread. */
+export type WriterReply = { kind: "ready" } | { kind: "written"; batch: number; results: WriteResult[] } | { kind: "closed" };
+
+interface Pending {
+  write: StoredDecisionWrite;
+  resolve(replayed: IdempotentResponse | undefined): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * Stores each decide's state before its response, in a thread of its own.
+ *
+ * The writes are SQLite's largest cost on the request path (about a third of
+ * the request thread's time: rows, indexes, the audit signature, the commit),
+ * and the request thread is what limits decide's throughput; the writer's
+ * thread does them on another core. Every caller still waits for the commit
+ * before answering, so nothing is answered that is not stored.
+ *
+ * Group commit: the writes of one event-loop turn go to the writer as one
+ * batch, one transaction. While a batch is being written the next ones wait
+ * and then go together, so under load batches grow and each commit serves more
+ * decisions.
+ */
+export class DecisionWriter {
+  private readonly effects: DecisionEffect[] = [];
+  private worker!: Worker;
+  private ready!: Promise<void>;
+  private queue: Pending[] = [];
+  private flushScheduled = false;
+  /** The batch being written (one at a time), by number. */
+  private inFlight: { batch: number; pending: Pending[] } | undefined;
+  private nextBatch = 1;
+  private closing: Promise<void> | undefined;
+  /** Callers of close() waiting for the last batch. */
+  private idleWaiters: Array<() => void> = [];
+
+  constructor(
+    private readonly dataDir: string,
+    private readonly outbox: Outbox,
+    private readonly logger: Logger,
+  ) {
+    this.start();
+  }
+
+  addEffect(effect: DecisionEffect): void {
+    this.effects.push(effect);
+  }
+
+  /** Resolves once the writer's thread has opened the database. */
+  whenReady(): Promise<void> {
+    return this.ready;
+  }
+
+  /**
+   * Stores the decision; resolves once it is committed, with the earlier
+   * answer instead when an idempotent retry won the race.
+   */
+  record(write: DecisionWrite): Promise<IdempotentResponse | undefined> {
+    if (this.closing) return Promise.reject(new Error("the decision writer is closed"));
+    const { policy: _policy, ...stored } = write;
+    const outbox = this.outbox.collect(() => {
+      for (const effect of this.effects) effect(write);
+    });
+    return new Promise((resolve, reject) => {
+      this.queue.push({ write: { ...stored, outbox }, resolve, reject });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(() => {
+          this.flushScheduled = false;
+          this.flush();
+        });
+      }
+    });
+  }
+
+  /** Waits for the writes already handed over, then closes the writer's thread. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      if (this.inFlight || this.queue.length > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+      const closed = new Promise<void>((resolve) => this.worker.once("exit", () => resolve()));
+      this.worker.postMessage({ kind: "close" } satisfies WriterRequest);
+      await closed;
+    })();
+    return this.closing;
+  }
+
+  private start(): void {
+    const worker = new Worker(new URL("./writer-worker-entry.mjs", import.meta.url), { workerData: { dataDir: this.dataDir } });
+    this.worker = worker;
+    this.ready = new Promise((resolve, reject) => {
+      worker.on("message", (reply: WriterReply) => {
+        if (reply.kind === "ready") resolve();
+        else if (reply.kind === "written") this.settle(reply.batch, reply.results);
+      });
+      worker.once("error", (error) => {
+        reject(error);
+        this.logger.log("error", "the decision writer failed", { error: error.stack ?? error.message });
+      });
+      worker.once("exit", (code) => {
+        if (this.closing) return;
+        // Whatever was being written may or may not have committed; its callers get an error, not a guess.
+        const lost = [...(this.inFlight?.pending ?? []), ...this.queue];
+        this.inFlight = undefined;
+        this.queue = [];
+        for (const pending of lost) pending.reject(new Error(`the decision writer stopped (exit code ${code})`));
+        this.whenIdle();
+        this.logger.log("error", "the decision writer stopped; starting a new one", { code });
+        this.start();
+      });
+    });
+    // Surfaced to whoever awaits whenReady(); a later failure is logged above.
+    this.ready.catch(() => undefined);
+  }
+
+  private flush(): void {
+    if (this.inFlight || this.queue.length === 0) return;
+    const pending = this.queue;
+    this.queue = [];
+    const batch = this.nextBatch++;
+    this.inFlight = { batch, pending };
+    this.worker.postMessage({ kind: "write", batch, writes: pending.map((p) => p.write) } satisfies WriterRequest);
+  }
+
+  private settle(batch: number, results: WriteResult[]): void {
+    const inFlight = this.inFlight;
+    if (!inFlight || inFlight.batch !== batch) return;
+    this.inFlight = undefined;
+    let queuedTasks = false;
+    inFlight.pending.forEach((pending, index) => {
+      const result = results[index];
+      if (result?.kind === "stored") {
+        queuedTasks ||= pending.write.outbox.length > 0;
+        pending.resolve(undefined);
+      } else if (result?.kind === "replayed") pending.resolve(result.response);
+      else pending.reject(new Error(`could not store the decision: ${result?.message ?? "no result"}`));
+    });
+    if (queuedTasks) this.outbox.notify();
+    this.flush();
+    if (!this.inFlight) this.whenIdle();
+  }
+
+  private whenIdle(): void {
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const resolve of waiters) resolve();
+  }
+}

@@ -1,0 +1,151 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AuditSigner } from "../src/audit/signer.js";
+import { DecisionStore, type StoredDecisionWrite } from "../src/decisions/decision-store.js";
+import type { DecisionDetails } from "../src/decisions/record.js";
+import { DecisionWriter } from "../src/decisions/writer.js";
+import { newId } from "../src/ids.js";
+import { createLogger } from "../src/log.js";
+import { Outbox } from "../src/outbox/outbox.js";
+import { AccountRepository } from "../src/store/accounts.js";
+import { openDatabase, type Db } from "../src/store/database.js";
+import { ManualClock } from "./helpers/clock.js";
+
+const dirs: string[] = [];
+function tempDir(): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "fraud-writer-"));
+  dirs.push(dir);
+  return dir;
+}
+afterAll(() => {
+  for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+const silent = createLogger(() => undefined);
+
+function details(): DecisionDetails {
+  return {
+    request: { userId: "u", action: "login" },
+    reasons: ["LOW_RISK"],
+    confidencePercent: 80,
+    categoryScores: {},
+    contributions: [],
+    weightsVersion: 1,
+    policyResults: [],
+    signalCoverage: "full",
+    fastPathMs: 0.1,
+    comprehensivePathMs: 0.2,
+    processingTimeMs: 0.5,
+  };
+}
+
+function aWrite(accountId: string, now: number, overrides: Partial<StoredDecisionWrite> = {}): StoredDecisionWrite {
+  const id = newId("dec");
+  return {
+    tenant: { accountId, environment: "live" },
+    actor: "key_test",
+    decision: { id, evidenceId: newId("evi"), requestId: newId("req"), userId: "u", action: "login", createdAt: now, decision: "allow", score: 5, confidence: 0.8, details: details() },
+    evidence: { decisionId: id, signals: { network: { valid: true } } },
+    history: { userId: "u", ip: "81.2.69.160", deviceId: "d1", email: "u@example.com", country: "GB", amount: undefined, currency: "" },
+    outbox: [],
+    now,
+    ...overrides,
+  };
+}
+
+function count(db: Db, sql: string, ...params: unknown[]): number {
+  return (db.prepare(sql).get(...params) as { n: number }).n;
+}
+
+describe("decision store (the writer thread's transaction)", () => {
+  const dataDir = tempDir();
+  const db = openDatabase(dataDir);
+  const accountId = new AccountRepository(db).create("Acme", {}, Date.now()).id;
+  const store = new DecisionStore(db, AuditSigner.loadOrCreate(dataDir));
+  afterAll(() => db.close());
+
+  it("stores a batch in one transaction, a failing write rolling back alone", () => {
+    const now = Date.UTC(2026, 10, 21, 12);
+    const first = aWrite(accountId, now, {
+      outbox: [{ kind: "case.open", accountId, environment: "live", payload: '{"x":1}', at: now, now }],
+    });
+    // The same decision id twice: the second write fails on the primary key and leaves nothing behind.
+    const duplicate = aWrite(accountId, now, {
+      decision: { ...first.decision, evidenceId: newId("evi") },
+      outbox: [{ kind: "case.open", accountId, environment: "live", payload: '{"x":2}', at: now, now }],
+    });
+    const third = aWrite(accountId, now + 1);
+    const results = store.write([first, duplicate, third]);
+    expect(results.map((r) => r.kind)).toEqual(["stored", "failed", "stored"]);
+    expect(results[1]).toMatchObject({ message: expect.stringMatching(/UNIQUE/) });
+
+    expect(count(db, "SELECT count(*) AS n FROM decisions WHERE account_id = ?", accountId)).toBe(2);
+    expect(count(db, "SELECT count(*) AS n FROM evidence WHERE account_id = ?", accountId)).toBe(2);
+    expect(count(db, "SELECT count(*) AS n FROM graph_edges WHERE decision_id = ?", first.decision.id)).toBe(4);
+    expect(db.prepare("SELECT payload FROM outbox WHERE account_id = ?").all(accountId)).toEqual([{ payload: '{"x":1}' }]);
+    // One signed entry per stored decision, stamped with the decision's time, not the writer thread's.
+    const entries = db.prepare("SELECT subject, at, actor FROM audit_log WHERE action = 'decision.made' AND account_id = ? ORDER BY seq").all(accountId);
+    expect(entries).toEqual([
+      { subject: first.decision.id, at: now, actor: "key_test" },
+      { subject: third.decision.id, at: now + 1, actor: "key_test" },
+    ]);
+  });
+
+  it("replays the earlier answer when an Idempotency-Key was claimed first, storing nothing", () => {
+    const now = Date.UTC(2026, 10, 21, 13);
+    const entry = { requestHash: "h", response: new Uint8Array([1, 2, 3]) };
+    const winner = aWrite(accountId, now, { idempotency: { key: "retry-1", entry } });
+    const loser = aWrite(accountId, now, { idempotency: { key: "retry-1", entry: { requestHash: "h", response: new Uint8Array([9]) } } });
+    const results = store.write([winner, loser]);
+    expect(results[0]).toEqual({ kind: "stored" });
+    expect(results[1]).toMatchObject({ kind: "replayed", response: { requestHash: "h" } });
+    expect([...(results[1] as { response: { response: Uint8Array } }).response.response]).toEqual([1, 2, 3]);
+    expect(count(db, "SELECT count(*) AS n FROM decisions WHERE id = ?", loser.decision.id)).toBe(0);
+  });
+});
+
+describe("decision writer (its own thread)", () => {
+  const dataDir = tempDir();
+  let db: Db;
+  let accountId: string;
+  let outbox: Outbox;
+  let writer: DecisionWriter;
+  const clock = new ManualClock(Date.UTC(2026, 10, 21, 14));
+
+  beforeAll(async () => {
+    db = openDatabase(dataDir);
+    accountId = new AccountRepository(db).create("Acme", {}, Date.now()).id;
+    outbox = new Outbox(db, clock, silent);
+    writer = new DecisionWriter(dataDir, outbox, silent);
+    await writer.whenReady();
+  });
+  afterAll(async () => {
+    await writer.close();
+    db.close();
+  });
+
+  it("commits every decision handed over before resolving, with the outbox tasks its effects queued", async () => {
+    writer.addEffect((write) => outbox.enqueue("case.open", write.tenant, { decisionId: write.decision.id }));
+    const policy = { review: false, triggered: [], shadowResults: [] };
+    const writes = Array.from({ length: 50 }, (_, i) => ({ ...aWrite(accountId, clock.now() + i), policy }));
+    const replies = await Promise.all(writes.map((write) => writer.record(write)));
+    expect(replies.every((reply) => reply === undefined)).toBe(true);
+    // Committed by the writer's connection, visible here at once.
+    expect(count(db, "SELECT count(*) AS n FROM decisions WHERE account_id = ?", accountId)).toBe(50);
+    const queued = db.prepare("SELECT payload FROM outbox WHERE kind = 'case.open' AND account_id = ?").all(accountId) as Array<{ payload: string }>;
+    expect(queued.map((row) => (JSON.parse(row.payload) as { decisionId: string }).decisionId).sort()).toEqual(writes.map((w) => w.decision.id).sort());
+  });
+
+  it("rejects a write it could not store, and the others of its batch still commit", async () => {
+    const policy = { review: false, triggered: [], shadowResults: [] };
+    const good = { ...aWrite(accountId, clock.now()), policy };
+    // The same decision id again: its primary key refuses it.
+    const bad = { ...aWrite(accountId, clock.now()), decision: { ...good.decision, evidenceId: newId("evi") }, policy };
+    const [stored, refused] = await Promise.allSettled([writer.record(good), writer.record(bad)]);
+    expect(stored.status).toBe("fulfilled");
+    expect(refused).toMatchObject({ status: "rejected", reason: { message: expect.stringMatching(/could not store the decision: UNIQUE/) } });
+    expect(count(db, "SELECT count(*) AS n FROM decisions WHERE id = ?", good.decision.id)).toBe(1);
+  });
+});
