@@ -68,13 +68,15 @@ describe("decision store (the writer thread's transaction)", () => {
 
   it("stores a batch in one transaction, a failing write rolling back alone", () => {
     const now = Date.UTC(2026, 10, 21, 12);
+    const caseId = newId("case");
     const first = aWrite(accountId, now, {
-      outbox: [{ kind: "case.open", accountId, environment: "live", payload: '{"x":1}', at: now, now }],
+      outbox: [{ kind: "event", accountId, environment: "live", payload: '{"x":1}', at: now, now }],
     });
+    first.openCase = { id: caseId, decisionId: first.decision.id, userId: "u", priority: "high", score: 85, decision: "deny", reasons: ["TOR_EXIT"] };
     // The same decision id twice: the second write fails on the primary key and leaves nothing behind.
     const duplicate = aWrite(accountId, now, {
       decision: { ...first.decision, evidenceId: newId("evi") },
-      outbox: [{ kind: "case.open", accountId, environment: "live", payload: '{"x":2}', at: now, now }],
+      outbox: [{ kind: "event", accountId, environment: "live", payload: '{"x":2}', at: now, now }],
     });
     const third = aWrite(accountId, now + 1);
     const results = store.write([first, duplicate, third]);
@@ -85,11 +87,16 @@ describe("decision store (the writer thread's transaction)", () => {
     expect(count(db, "SELECT count(*) AS n FROM evidence WHERE account_id = ?", accountId)).toBe(2);
     expect(count(db, "SELECT count(*) AS n FROM graph_edges WHERE decision_id = ?", first.decision.id)).toBe(4);
     expect(db.prepare("SELECT payload FROM outbox WHERE account_id = ?").all(accountId)).toEqual([{ payload: '{"x":1}' }]);
-    // One signed entry per stored decision, stamped with the decision's time, not the writer thread's.
-    const entries = db.prepare("SELECT subject, at, actor FROM audit_log WHERE action = 'decision.made' AND account_id = ? ORDER BY seq").all(accountId);
+    // The case opened with its decision.
+    expect(db.prepare("SELECT id, decision_id, status, priority, created_at FROM cases WHERE account_id = ?").all(accountId)).toEqual([
+      { id: caseId, decision_id: first.decision.id, status: "open", priority: "high", created_at: now },
+    ]);
+    // Signed entries for each stored decision and case, stamped with the decision's time, not the writer thread's.
+    const entries = db.prepare("SELECT action, subject, at, actor FROM audit_log WHERE account_id = ? ORDER BY seq").all(accountId);
     expect(entries).toEqual([
-      { subject: first.decision.id, at: now, actor: "key_test" },
-      { subject: third.decision.id, at: now + 1, actor: "key_test" },
+      { action: "decision.made", subject: first.decision.id, at: now, actor: "key_test" },
+      { action: "case.created", subject: caseId, at: now, actor: "system" },
+      { action: "decision.made", subject: third.decision.id, at: now + 1, actor: "key_test" },
     ]);
   });
 
@@ -127,14 +134,14 @@ describe("decision writer (its own thread)", () => {
   });
 
   it("commits every decision handed over before resolving, with the outbox tasks its effects queued", async () => {
-    writer.addEffect((write) => outbox.enqueue("case.open", write.tenant, { decisionId: write.decision.id }));
+    writer.addEffect((write) => outbox.enqueue("event", write.tenant, { decisionId: write.decision.id }));
     const policy = { review: false, triggered: [], shadowResults: [] };
     const writes = Array.from({ length: 50 }, (_, i) => ({ ...aWrite(accountId, clock.now() + i), policy }));
     const replies = await Promise.all(writes.map((write) => writer.record(write)));
     expect(replies.every((reply) => reply === undefined)).toBe(true);
     // Committed by the writer's connection, visible here at once.
     expect(count(db, "SELECT count(*) AS n FROM decisions WHERE account_id = ?", accountId)).toBe(50);
-    const queued = db.prepare("SELECT payload FROM outbox WHERE kind = 'case.open' AND account_id = ?").all(accountId) as Array<{ payload: string }>;
+    const queued = db.prepare("SELECT payload FROM outbox WHERE kind = 'event' AND account_id = ?").all(accountId) as Array<{ payload: string }>;
     expect(queued.map((row) => (JSON.parse(row.payload) as { decisionId: string }).decisionId).sort()).toEqual(writes.map((w) => w.decision.id).sort());
   });
 

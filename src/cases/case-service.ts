@@ -1,24 +1,45 @@
-import type { AuditActor } from "../audit/entry.js";
+import type { AuditActor, AuditFields } from "../audit/entry.js";
 import type { AuditTrail } from "../audit/log.js";
 import type { Clock } from "../clock.js";
 import type { EventPublisher } from "../events/publisher.js";
 import { newId } from "../ids.js";
-import type { Outbox, TaskOutcome } from "../outbox/outbox.js";
 import type { CaseRepository, StoredCase } from "../store/cases.js";
 import type { Db } from "../store/database.js";
 import type { Tenant } from "../store/tenant.js";
 import type { CaseSummary } from "../webhooks/events.js";
 import { CASE_SCORE_THRESHOLD, canTransition, isClosed, priorityFromScore, allowedTransitions, type CaseStatus } from "./lifecycle.js";
 
-/** Outbox task that opens the case of an elevated-risk decision. */
-export const OPEN_CASE_TASK = "case.open";
+/** A case to open with its decision: what the decision writer stores in the decide's transaction. */
+export type NewCase = Pick<StoredCase, "id" | "decisionId" | "userId" | "priority" | "score" | "decision" | "reasons">;
 
-export interface OpenCasePayload {
-  decisionId: string;
-  userId: string;
-  score: number;
-  decision: "allow" | "challenge" | "deny";
-  reasons: string[];
+/**
+ * The case a decision opens (part 3.2: score at or above 80; or its deciding
+ * policy rule said review), or undefined.
+ */
+export function caseForDecision(
+  decision: { id: string; userId: string; score: number; decision: string; reasons: string[] },
+  review: boolean,
+): NewCase | undefined {
+  if (decision.score < CASE_SCORE_THRESHOLD && !review) return undefined;
+  return {
+    id: newId("case"),
+    decisionId: decision.id,
+    userId: decision.userId,
+    priority: priorityFromScore(decision.score),
+    score: decision.score,
+    decision: decision.decision,
+    reasons: decision.reasons,
+  };
+}
+
+/** A newly opened case as stored and shown: open, unassigned, no notes. */
+export function openedCase(opened: NewCase, now: number): StoredCase {
+  return { ...opened, status: "open", assignee: "", notes: [], createdAt: now, updatedAt: now };
+}
+
+/** The signed audit entry of a case opened by a decision. */
+export function caseCreatedAuditFields(tenant: Tenant, opened: NewCase): AuditFields {
+  return { ...tenant, actor: "system", action: "case.created", subject: opened.id, data: { decisionId: opened.decisionId, priority: opened.priority, score: opened.score } };
 }
 
 export interface CaseChange {
@@ -46,29 +67,20 @@ export function caseSummary(stored: StoredCase): CaseSummary {
   };
 }
 
-/** Opening cases from decisions and moving them along their lifecycle, with their events. */
+/**
+ * Moving cases along their lifecycle, with their events and audit entries.
+ * (Cases are opened with their decisions, by the decision writer.)
+ */
 export class CaseService {
-  private readonly openTx;
   private readonly updateTx;
 
   constructor(
     db: Db,
     private readonly cases: CaseRepository,
-    outbox: Outbox,
     private readonly events: EventPublisher,
     private readonly clock: Clock,
     private readonly audit: AuditTrail,
   ) {
-    this.openTx = db.transaction((tenant: Tenant, payload: OpenCasePayload) => {
-      const now = this.clock.now();
-      const id = newId("case");
-      const opened = this.cases.open(tenant, { id, ...payload, priority: priorityFromScore(payload.score) }, now);
-      // Replayed task (crash after commit): the case exists, and so does its event.
-      if (!opened) return;
-      const created = this.cases.get(tenant, id) as StoredCase;
-      this.events.publish(tenant, "case.created", { case: caseSummary(created) });
-      this.audit.record({ ...tenant, actor: "system", action: "case.created", subject: id, data: { decisionId: payload.decisionId, priority: created.priority, score: created.score } });
-    });
     this.updateTx = db.transaction((tenant: Tenant, id: string, change: CaseChange): StoredCase | undefined => {
       const current = this.cases.get(tenant, id);
       if (!current) return undefined;
@@ -97,16 +109,6 @@ export class CaseService {
       }
       return updated;
     });
-    outbox.register(OPEN_CASE_TASK, async (task): Promise<TaskOutcome> => {
-      if (!task.tenant) return { kind: "dead", error: "case task without a tenant" };
-      this.openTx.immediate(task.tenant, task.payload as OpenCasePayload);
-      return { kind: "done" };
-    });
-  }
-
-  /** Whether a decision opens a case (part 3.2: score at or above 80). */
-  static opensCase(score: number): boolean {
-    return score >= CASE_SCORE_THRESHOLD;
   }
 
   /** Applies a change; undefined when the case does not exist for this tenant. */

@@ -2,9 +2,11 @@ import type { AuditActor } from "../audit/entry.js";
 import { decisionAuditFields } from "../audit/decisions.js";
 import { AuditLog } from "../audit/log.js";
 import type { AuditSigner } from "../audit/signer.js";
+import { caseCreatedAuditFields, type NewCase } from "../cases/case-service.js";
 import { entityKeys } from "../graph/entities.js";
 import { OutboxInserter, type OutboxEntry } from "../outbox/outbox.js";
 import { SqliteAuditStore } from "../store/audit.js";
+import { CaseRepository } from "../store/cases.js";
 import type { Db } from "../store/database.js";
 import { DecisionRepository, type StoredDecision } from "../store/decisions.js";
 import { GraphRepository } from "../store/graph.js";
@@ -22,7 +24,9 @@ export interface StoredDecisionWrite {
   evidence: Record<string, unknown>;
   history: HistoryUpdate;
   idempotency?: { key: string; entry: IdempotentResponse };
-  /** The side effects' outbox tasks (events, cases), collected on the request thread. */
+  /** The case the decision opens (score at or above 80, or a review rule), stored with it. */
+  openCase?: NewCase;
+  /** The side effects' outbox tasks (events), collected on the request thread. */
   outbox: OutboxEntry[];
   /** The request thread's clock at the decision: every stored time comes from it. */
   now: number;
@@ -38,7 +42,8 @@ export type WriteResult =
 /**
  * A decide's state, written atomically: the decision, its evidence, the
  * history counters, the graph edges, the signed audit entry, the idempotency
- * claim and the side effects' outbox tasks — all of a decision or none of it.
+ * claim, the case it opens and the side effects' outbox tasks — all of a
+ * decision or none of it.
  *
  * A batch of writes shares one SQLite transaction (group commit), each inside
  * its own savepoint, so a failing write rolls back alone. It runs in the
@@ -53,6 +58,7 @@ export class DecisionStore {
     const idempotency = new IdempotencyRepository(db);
     const graph = new GraphRepository(db);
     const outbox = new OutboxInserter(db);
+    const cases = new CaseRepository(db);
     // Audit entries are stamped with the time of the decision they record, from the request thread's clock.
     let writeTime = 0;
     const audit = new AuditLog(new SqliteAuditStore(db), signer, { now: () => writeTime });
@@ -70,6 +76,10 @@ export class DecisionStore {
       history.record(tenant, write.history, now);
       graph.recordEdges(tenant, write.decision.id, entityKeys(write.history), now);
       audit.record(decisionAuditFields(write));
+      if (write.openCase) {
+        cases.open(tenant, write.openCase, now);
+        audit.record(caseCreatedAuditFields(tenant, write.openCase));
+      }
       for (const entry of write.outbox) outbox.insert(entry);
       return { kind: "stored" };
     });

@@ -1,16 +1,16 @@
-import { CaseService, OPEN_CASE_TASK, type OpenCasePayload } from "../cases/case-service.js";
+import { caseSummary, openedCase } from "../cases/case-service.js";
 import type { EventPublisher } from "../events/publisher.js";
-import type { Outbox } from "../outbox/outbox.js";
 import { decisionEventType, type Decision } from "../webhooks/events.js";
 import type { DecisionWriter } from "./writer.js";
 
 /**
  * Part 4.1's asynchronous side effects of a decide, queued in the decide's own
- * transaction: the decision event for webhooks and streams, and a case for
- * elevated risk. They run after the response and survive a crash.
+ * transaction: the events for webhooks and streams (the decision, the policy
+ * rules that matched, the case it opened). They are dispatched after the
+ * response and survive a crash.
  */
-export function registerDecisionSideEffects(writer: DecisionWriter, events: EventPublisher, outbox: Outbox): void {
-  writer.addEffect(({ tenant, decision, policy }) => {
+export function registerDecisionSideEffects(writer: DecisionWriter, events: EventPublisher): void {
+  writer.addEffect(({ tenant, decision, policy, openCase, now }) => {
     const verdict = decision.decision as Decision;
     events.publish(tenant, decisionEventType(verdict), {
       decisionId: decision.id,
@@ -34,15 +34,7 @@ export function registerDecisionSideEffects(writer: DecisionWriter, events: Even
         score: decision.score,
       });
     }
-    if (CaseService.opensCase(decision.score) || policy.review) {
-      const payload: OpenCasePayload = {
-        decisionId: decision.id,
-        userId: decision.userId,
-        score: decision.score,
-        decision: verdict,
-        reasons: decision.details.reasons,
-      };
-      outbox.enqueue(OPEN_CASE_TASK, tenant, payload);
-    }
+    // The case itself is stored with the decision (decision-store.ts); its event is queued with them.
+    if (openCase) events.publish(tenant, "case.created", { case: caseSummary(openedCase(openCase, now)) });
   });
 }

@@ -136,8 +136,8 @@ export function buildApp(options: AppOptions): App {
   health.addBacklog(() => outbox.pending());
   const events = new EventPublisher(outbox, clock);
   const cases = new CaseRepository(db);
-  const caseLifecycle = new CaseService(db, cases, outbox, events, clock, audit);
-  registerDecisionSideEffects(writer, events, outbox);
+  const caseLifecycle = new CaseService(db, cases, events, clock, audit);
+  registerDecisionSideEffects(writer, events);
   registerAnomalyDetection(writer, events);
   const graph = new GraphRepository(db);
   const webhookRepository = new WebhookRepository(db);

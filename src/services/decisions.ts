@@ -11,6 +11,7 @@ import {
   type DecisionService,
 } from "../../gen/fraud/v1/decision_pb.js";
 import { callContext } from "../api/context.js";
+import { caseForDecision } from "../cases/case-service.js";
 import { callerScope } from "./scope.js";
 import { apiError } from "../api/errors.js";
 import { canonicalJson, sha256Hex } from "../canonical-json.js";
@@ -262,6 +263,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
         evidence,
         history: { ...entities, country: signals.geo.country, amount: request.amount, currency: request.currency },
         policy: policyEffects(policies, evaluation, result.score),
+        openCase: caseForDecision({ ...stored, reasons: result.reasons }, evaluation.review),
         idempotency: idempotencyKey !== undefined ? { key: idempotencyKey, entry: { requestHash, response: toBinary(DecideResponseSchema, response) } } : undefined,
         now,
       });
