@@ -8,6 +8,10 @@ import type { WriterReply, WriterRequest } from "./writer.js";
 
 const { dataDir } = workerData as { dataDir: string };
 const db = openDatabase(dataDir);
+// Checkpoints are the checkpointer thread's (store/checkpointer.ts). Left on, SQLite would run one inside
+// whichever of this connection's commits crossed 1,000 WAL pages, fsync included, and every decide of the
+// batch would wait for it.
+db.pragma("wal_autocheckpoint = 0");
 const store = new DecisionStore(db, AuditSigner.loadOrCreate(dataDir));
 const port = parentPort;
 if (!port) throw new Error("writer-worker.ts runs as a worker thread");
