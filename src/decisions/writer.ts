@@ -116,7 +116,11 @@ export class DecisionWriter {
   }
 
   private start(): void {
-    const worker = new Worker(new URL("./writer-worker-entry.mjs", import.meta.url), { workerData: { dataDir: this.dataDir } });
+    const worker = new Worker(new URL("./writer-worker-entry.mjs", import.meta.url), {
+      workerData: { dataDir: this.dataDir },
+      // A batch's objects die with the batch: a small young generation keeps the thread's footprint down.
+      resourceLimits: { maxYoungGenerationSizeMb: 8 },
+    });
     this.worker = worker;
     this.ready = new Promise((resolve, reject) => {
       worker.on("message", (reply: WriterReply) => {
