@@ -45,12 +45,13 @@ export type WriteResult =
  * claim, the case it opens and the side effects' outbox tasks — all of a
  * decision or none of it.
  *
- * A batch of writes shares one SQLite transaction (group commit), each inside
- * its own savepoint, so a failing write rolls back alone. It runs in the
- * decision writer's thread (writer-worker.ts), on that thread's connection.
+ * A batch of writes shares one SQLite transaction (group commit); a failing
+ * write rolls back alone. It runs in the decision writer's thread
+ * (writer-worker.ts), on that thread's connection.
  */
 export class DecisionStore {
-  private readonly writeBatch;
+  private readonly writeAll;
+  private readonly writeEach;
 
   constructor(db: Db, signer: AuditSigner) {
     const decisions = new DecisionRepository<DecisionDetails>(db);
@@ -63,8 +64,7 @@ export class DecisionStore {
     let writeTime = 0;
     const audit = new AuditLog(new SqliteAuditStore(db), signer, { now: () => writeTime });
 
-    // Nested inside writeBatch, this runs as a savepoint.
-    const writeOne = db.transaction((write: StoredDecisionWrite): WriteResult => {
+    const store = (write: StoredDecisionWrite): WriteResult => {
       const { tenant, now } = write;
       if (write.idempotency && !idempotency.claim(tenant, write.idempotency.key, write.idempotency.entry, now)) {
         const earlier = idempotency.find(tenant, write.idempotency.key, now);
@@ -82,11 +82,16 @@ export class DecisionStore {
       }
       for (const entry of write.outbox) outbox.insert(entry);
       return { kind: "stored" };
-    });
-    this.writeBatch = db.transaction((batch: readonly StoredDecisionWrite[]): WriteResult[] =>
+    };
+    // Writes nearly always succeed: the whole batch goes first without a savepoint per write (two statements
+    // each). When one fails, that transaction rolls back and the batch is written again write by write,
+    // each in a savepoint of its own, so that the failing one rolls back alone.
+    this.writeAll = db.transaction((batch: readonly StoredDecisionWrite[]): WriteResult[] => batch.map(store));
+    const storeInSavepoint = db.transaction(store);
+    this.writeEach = db.transaction((batch: readonly StoredDecisionWrite[]): WriteResult[] =>
       batch.map((write) => {
         try {
-          return writeOne(write);
+          return storeInSavepoint(write);
         } catch (error) {
           return { kind: "failed", message: error instanceof Error ? error.message : String(error) };
         }
@@ -97,7 +102,12 @@ export class DecisionStore {
   /** Stores a batch in one transaction; when the commit itself fails, none of it is stored. */
   write(batch: readonly StoredDecisionWrite[]): WriteResult[] {
     try {
-      return this.writeBatch.immediate(batch);
+      return this.writeAll.immediate(batch);
+    } catch {
+      // One of the writes failed (or the commit): find out which, storing the others.
+    }
+    try {
+      return this.writeEach.immediate(batch);
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       return batch.map(() => ({ kind: "failed", message }));

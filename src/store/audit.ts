@@ -18,9 +18,10 @@ export class SqliteAuditStore implements AuditStore {
   private readonly allStmt;
   private readonly pageStmt;
   private readonly appendTx;
+  private readonly appendInTransaction;
   private readonly atomicTx;
 
-  constructor(db: Db) {
+  constructor(private readonly db: Db) {
     this.lastStmt = db.prepare<[], AuditRow>("SELECT * FROM audit_log ORDER BY seq DESC LIMIT 1");
     this.insertStmt = db.prepare<[AuditRow]>(
       `INSERT INTO audit_log (seq, id, at, account_id, environment, actor, action, subject, body, prev_hash, hash, signature)
@@ -33,20 +34,22 @@ export class SqliteAuditStore implements AuditStore {
          AND (@action IS NULL OR action = @action)
        ORDER BY seq LIMIT @limit OFFSET @offset`,
     );
-    this.appendTx = db.transaction((build: (last: AuditRecord | undefined) => AuditRecord): AuditRecord => {
+    this.appendInTransaction = (build: (last: AuditRecord | undefined) => AuditRecord): AuditRecord => {
       const last = this.lastStmt.get();
       const record = build(last === undefined ? undefined : fromAuditRow(last));
       this.insertStmt.run(toAuditRow(record));
       return record;
-    });
+    };
+    this.appendTx = db.transaction(this.appendInTransaction);
     this.atomicTx = db.transaction((work: () => unknown) => work());
   }
 
   append(build: (last: AuditRecord | undefined) => AuditRecord): AuditRecord {
-    // IMMEDIATE: the write lock is taken before the last entry is read, so no
-    // other process can chain to the same predecessor. Inside an outer
-    // transaction this is a savepoint of it.
-    return this.appendTx.immediate(build);
+    // Inside a transaction, the append is part of it: if it fails, so does the
+    // change it records, and the caller's transaction (or savepoint) rolls both
+    // back. On its own, IMMEDIATE takes the write lock before the last entry is
+    // read, so no other process can chain to the same predecessor.
+    return this.db.inTransaction ? this.appendInTransaction(build) : this.appendTx.immediate(build);
   }
 
   *entries(): Iterable<AuditRecord> {
