@@ -31,18 +31,26 @@ export class CheckError extends Error {
 export interface CheckedCondition {
   /** Names used as `lists.<name>`, so evaluation can report a missing list by name. */
   readonly listNames: readonly string[];
+  /** The variables it reads (score, signals, ...), so evaluation binds only those. */
+  readonly variables: readonly string[];
+}
+
+/** What a condition refers to, gathered while it is checked. */
+interface Uses {
+  listNames: Set<string>;
+  variables: Set<string>;
 }
 
 type Scope = ReadonlyMap<string, ValueType>;
 
 /** Throws CheckError unless `expr` is a well-typed boolean condition. */
 export function checkCondition(expr: Expr): CheckedCondition {
-  const listNames = new Set<string>();
-  const type = typeOf(expr, new Map(), listNames);
+  const uses: Uses = { listNames: new Set(), variables: new Set() };
+  const type = typeOf(expr, new Map(), uses);
   if (!isA(type, "bool")) {
     throw new CheckError(`condition must be a boolean, not ${typeName(type)}`, expr.id);
   }
-  return { listNames: [...listNames] };
+  return { listNames: [...uses.listNames], variables: [...uses.variables] };
 }
 
 /**
@@ -86,27 +94,30 @@ function comprehensionParts(value: Comprehension): Expr[] {
   return [iterRange, accuInit, loopCondition, loopStep, result].filter((part) => part !== undefined);
 }
 
-function typeOf(expr: Expr, scope: Scope, listNames: Set<string>): ValueType {
+function typeOf(expr: Expr, scope: Scope, uses: Uses): ValueType {
   const kind = expr.exprKind;
   switch (kind.case) {
     case "constExpr":
       return constantType(expr.id, kind.value.constantKind.case);
     case "identExpr": {
-      const type = scope.get(kind.value.name) ?? VARIABLES.get(kind.value.name);
+      const local = scope.get(kind.value.name);
+      if (local !== undefined) return local;
+      const type = VARIABLES.get(kind.value.name);
       if (type === undefined) throw new CheckError(`unknown variable '${kind.value.name}'`, expr.id);
+      uses.variables.add(kind.value.name);
       return type;
     }
     case "selectExpr":
-      return selectType(expr.id, kind.value, scope, listNames);
+      return selectType(expr.id, kind.value, scope, uses);
     case "callExpr":
-      return callType(expr.id, kind.value, scope, listNames);
+      return callType(expr.id, kind.value, scope, uses);
     case "listExpr": {
       if (kind.value.optionalIndices.length > 0) {
         throw new CheckError("optional list elements are not supported", expr.id);
       }
       let element: ValueType | undefined;
       for (const item of kind.value.elements) {
-        const itemType = typeOf(item, scope, listNames);
+        const itemType = typeOf(item, scope, uses);
         if (element !== undefined && !comparable(element, itemType)) {
           throw new CheckError(`list mixes ${typeName(element)} and ${typeName(itemType)}`, item.id);
         }
@@ -115,7 +126,7 @@ function typeOf(expr: Expr, scope: Scope, listNames: Set<string>): ValueType {
       return listOf(element ?? DYN);
     }
     case "comprehensionExpr":
-      return comprehensionType(expr.id, kind.value, scope, listNames);
+      return comprehensionType(expr.id, kind.value, scope, uses);
     case "structExpr":
       throw new CheckError("map and message literals are not supported", expr.id);
     default:
@@ -140,9 +151,9 @@ function constantType(id: bigint, constant: ExprKind<"constExpr">["constantKind"
   }
 }
 
-function selectType(id: bigint, select: Select, scope: Scope, listNames: Set<string>): ValueType {
+function selectType(id: bigint, select: Select, scope: Scope, uses: Uses): ValueType {
   if (select.operand === undefined) throw new CheckError("invalid field selection", id);
-  const operand = typeOf(select.operand, scope, listNames);
+  const operand = typeOf(select.operand, scope, uses);
   const field = select.field;
   if (select.testOnly) {
     // has(x.f): meaningful for metadata keys; on a fixed-shape object it only validates the path.
@@ -161,14 +172,14 @@ function selectType(id: bigint, select: Select, scope: Scope, listNames: Set<str
     case "dyn":
       return DYN;
     case "lists":
-      listNames.add(field);
+      uses.listNames.add(field);
       return { kind: "namedList", name: field };
     default:
       throw new CheckError(`cannot read field '${field}' of ${typeName(operand)}`, id, 1);
   }
 }
 
-function comprehensionType(id: bigint, value: Comprehension, scope: Scope, listNames: Set<string>): ValueType {
+function comprehensionType(id: bigint, value: Comprehension, scope: Scope, uses: Uses): ValueType {
   const { iterRange, accuInit, loopCondition, loopStep, result } = value;
   if (
     iterRange === undefined ||
@@ -180,29 +191,29 @@ function comprehensionType(id: bigint, value: Comprehension, scope: Scope, listN
     throw new CheckError("invalid comprehension", id);
   }
   if (value.iterVar2 !== "") throw new CheckError("two-variable comprehensions are not supported", id);
-  const range = typeOf(iterRange, scope, listNames);
+  const range = typeOf(iterRange, scope, uses);
   let element: ValueType;
   if (range.kind === "list") element = range.element;
   else if (range.kind === "map") element = STRING;
   else if (range.kind === "dyn") element = DYN;
   else throw new CheckError(`cannot iterate over ${typeName(range)}`, iterRange.id);
-  const accumulator = typeOf(accuInit, scope, listNames);
+  const accumulator = typeOf(accuInit, scope, uses);
   const accuScope = new Map(scope).set(value.accuVar, accumulator);
   const loopScope = new Map(accuScope).set(value.iterVar, element);
-  expectBool(loopCondition, typeOf(loopCondition, loopScope, listNames), "loop condition");
-  const step = typeOf(loopStep, loopScope, listNames);
+  expectBool(loopCondition, typeOf(loopCondition, loopScope, uses), "loop condition");
+  const step = typeOf(loopStep, loopScope, uses);
   if (!comparable(accumulator, step)) {
     throw new CheckError(`loop step gives ${typeName(step)}, expected ${typeName(accumulator)}`, loopStep.id);
   }
-  return typeOf(result, accuScope, listNames);
+  return typeOf(result, accuScope, uses);
 }
 
 const STRING_PREDICATES = new Set(["contains", "startsWith", "endsWith", "matches"]);
 
-function callType(id: bigint, call: Call, scope: Scope, listNames: Set<string>): ValueType {
+function callType(id: bigint, call: Call, scope: Scope, uses: Uses): ValueType {
   const name = call.function;
-  const args = call.args.map((arg) => ({ expr: arg, type: typeOf(arg, scope, listNames) }));
-  const target = call.target === undefined ? undefined : typeOf(call.target, scope, listNames);
+  const args = call.args.map((arg) => ({ expr: arg, type: typeOf(arg, scope, uses) }));
+  const target = call.target === undefined ? undefined : typeOf(call.target, scope, uses);
   const operator = displayName(name);
   const refuse = (): never => {
     const types = args.map((arg) => typeName(arg.type)).join(", ");

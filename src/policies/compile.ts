@@ -5,7 +5,7 @@
 // with the rule index and position, never at decision time.
 
 import { CelScalar, celEnv, celFunc, celMethod, listType, mapType, parse, plan } from "@bufbuild/cel";
-import { CheckError, checkCondition, literalsToDouble } from "./checker.js";
+import { CheckError, checkCondition, literalsToDouble, type CheckedCondition } from "./checker.js";
 import { rewriteKeywords } from "./keywords.js";
 import { POLICY_STATUSES, RULE_ACTIONS } from "./model.js";
 import type {
@@ -97,7 +97,7 @@ function compileRule(rule: RuleDefinition, index: number): CompiledRule | Policy
 
 function compileCondition(
   source: string,
-): { program: Program; listNames: readonly string[] } | { message: string; offset: number | null } {
+): ({ program: Program } & CheckedCondition) | { message: string; offset: number | null } {
   let parsed: ReturnType<typeof parse>;
   try {
     // Same-length keyword replacement: parser offsets are offsets into `source`.
@@ -107,16 +107,16 @@ function compileCondition(
     return { message: `syntax error: ${message}`, offset };
   }
   literalsToDouble(parsed.expr);
-  let listNames: readonly string[];
+  let checked: CheckedCondition;
   try {
-    ({ listNames } = checkCondition(parsed.expr));
+    checked = checkCondition(parsed.expr);
   } catch (error) {
     if (!(error instanceof CheckError)) throw error;
     const offset = parsed.sourceInfo?.positions[error.exprId.toString()];
     return { message: error.message, offset: offset === undefined ? 0 : offset + error.offsetShift };
   }
   try {
-    return { program: plan(ENV, parsed), listNames };
+    return { program: plan(ENV, parsed), ...checked };
   } catch (error) {
     return { message: error instanceof Error ? error.message : String(error), offset: null };
   }

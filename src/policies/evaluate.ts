@@ -94,7 +94,7 @@ function comparePolicies(a: CompiledPolicy, b: CompiledPolicy): number {
 
 export function evaluatePolicies(policies: readonly CompiledPolicy[], context: EvaluationContext): PolicyEvaluation {
   const lists = context.lists ?? ListSnapshot.EMPTY;
-  const bindings = bindingsOf(context, lists);
+  const bindings = bindingsOf(context, lists, policies);
   const results: PolicyResult[] = [];
   const shadowResults: PolicyResult[] = [];
   let decidedBy: PolicyEvaluation["decidedBy"] = null;
@@ -169,7 +169,11 @@ function evaluateRule(rule: CompiledRule, bindings: Bindings, lists: ListSnapsho
   return `condition evaluated to a ${value === null ? "null" : typeof value}, not a boolean`;
 }
 
-function bindingsOf(context: EvaluationContext, lists: ListSnapshot): Bindings {
+/** The structured variables, converted only when a rule reads them: most policies look at the score alone. */
+const EMPTY_CEL_MAP = celMap(new Map<string, CelInput>());
+
+function bindingsOf(context: EvaluationContext, lists: ListSnapshot, policies: readonly CompiledPolicy[]): Bindings {
+  const reads = (variable: string) => policies.some((policy) => policy.rules.some((rule) => rule.variables.includes(variable)));
   return {
     score: context.score,
     action: context.action,
@@ -179,8 +183,8 @@ function bindingsOf(context: EvaluationContext, lists: ListSnapshot): Bindings {
     email: context.email ?? "",
     ip: context.ip ?? "",
     deviceId: context.deviceId ?? "",
-    metadata: toCel(context.metadata ?? {}),
-    signals: toCel(context.signals),
+    metadata: reads("metadata") ? toCel(context.metadata ?? {}) : EMPTY_CEL_MAP,
+    signals: reads("signals") ? toCel(context.signals) : EMPTY_CEL_MAP,
     lists: lists.celValue,
   };
 }

@@ -43,6 +43,8 @@ export interface CompiledRule {
   readonly description: string;
   readonly program: Program;
   readonly listNames: readonly string[];
+  /** The variables the condition reads (checker.ts). */
+  readonly variables: readonly string[];
 }
 
 export interface CompiledPolicy {

@@ -228,3 +228,33 @@ describe("purity", () => {
     expect(replay).toEqual(first);
   });
 });
+
+describe("bindings", () => {
+  it("knows which variables each rule reads, comprehension variables aside", () => {
+    const compiled = compile(
+      policy([
+        rule("score >= 90"),
+        rule("signals.network.tor AND amount > 100"),
+        rule("metadata.channel == 'web' AND userId in lists.vip"),
+        rule("[1, 2].exists(x, x > 1) || [1, 2].all(n, n > score)"),
+      ]),
+    );
+    expect(compiled.rules.map((r) => [...r.variables].sort())).toEqual([
+      ["score"],
+      ["amount", "signals"],
+      ["lists", "metadata", "userId"],
+      ["score"],
+    ]);
+  });
+
+  it("evaluates rules over signals and metadata only when some rule reads them, with the same outcome", () => {
+    const scoreOnly = compile(policy([rule("score >= 50")]));
+    const torRule = compile(policy([rule("signals.network.tor", "review")], { priority: 5 }));
+    const tor = context({ score: 20 });
+    expect(evaluatePolicies([scoreOnly, defaultPolicy], tor).decision).toBe("allow");
+    expect(evaluatePolicies([scoreOnly, torRule, defaultPolicy], { ...tor, signals: { ...tor.signals, network: { ...tor.signals.network, tor: true } } })).toMatchObject({
+      decision: "challenge",
+      review: true,
+    });
+  });
+});
