@@ -156,3 +156,31 @@ describe("decision writer (its own thread)", () => {
     expect(count(db, "SELECT count(*) AS n FROM decisions WHERE id = ?", good.decision.id)).toBe(1);
   });
 });
+
+describe("decision writer whose thread dies", () => {
+  it("fails the calls it was writing, starts a new thread and stores the next ones", async () => {
+    const dataDir = tempDir();
+    const db = openDatabase(dataDir);
+    const accountId = new AccountRepository(db).create("Acme", {}, Date.now()).id;
+    const lines: string[] = [];
+    const logger = createLogger((line) => lines.push(line));
+    // The first thread exits when it receives its second batch, before writing it.
+    const writer = new DecisionWriter(dataDir, new Outbox(db, new ManualClock(Date.now()), logger), logger, 2);
+    try {
+      await writer.whenReady();
+      const policy = { review: false, triggered: [], shadowResults: [] };
+      const first = { ...aWrite(accountId, Date.now()), policy };
+      await expect(writer.record(first)).resolves.toBeUndefined();
+      const lost = { ...aWrite(accountId, Date.now()), policy };
+      await expect(writer.record(lost)).rejects.toThrow(/the decision writer stopped \(exit code 70\)/);
+      const next = { ...aWrite(accountId, Date.now()), policy };
+      await expect(writer.record(next)).resolves.toBeUndefined();
+      const stored = db.prepare("SELECT id FROM decisions WHERE account_id = ? ORDER BY id").all(accountId) as Array<{ id: string }>;
+      expect(stored.map((row) => row.id)).toEqual([first.decision.id, next.decision.id]);
+      expect(lines.some((line) => line.includes("the decision writer stopped; starting a new one"))).toBe(true);
+    } finally {
+      await writer.close();
+      db.close();
+    }
+  });
+});

@@ -4,9 +4,9 @@ import { parentPort, workerData } from "node:worker_threads";
 import { AuditSigner } from "../audit/signer.js";
 import { openDatabase } from "../store/database.js";
 import { DecisionStore } from "./decision-store.js";
-import type { WriterReply, WriterRequest } from "./writer.js";
+import type { WriterReply, WriterRequest, WriterWorkerData } from "./writer.js";
 
-const { dataDir } = workerData as { dataDir: string };
+const { dataDir, crashOnBatch } = workerData as WriterWorkerData;
 const db = openDatabase(dataDir);
 // Checkpoints are the checkpointer thread's (store/checkpointer.ts). Left on, SQLite would run one inside
 // whichever of this connection's commits crossed 1,000 WAL pages, fsync included, and every decide of the
@@ -23,6 +23,7 @@ port.on("message", (request: WriterRequest) => {
     port.close();
     return;
   }
+  if (request.batch === crashOnBatch) process.exit(70);
   port.postMessage({ kind: "written", batch: request.batch, results: store.write(request.writes) } satisfies WriterReply);
 });
 port.postMessage({ kind: "ready" } satisfies WriterReply);

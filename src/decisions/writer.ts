@@ -27,6 +27,11 @@ export interface DecisionWrite extends Omit<StoredDecisionWrite, "outbox"> {
  */
 export type DecisionEffect = (write: DecisionWrite) => void;
 
+export interface WriterWorkerData {
+  dataDir: string;
+  crashOnBatch: number | undefined;
+}
+
 /** Request thread → writer thread. */
 export type WriterRequest = { kind: "write"; batch: number; writes: StoredDecisionWrite[] } | { kind: "close" };
 /** Writer thread → request thread. */
@@ -55,6 +60,8 @@ interface Pending {
 export class DecisionWriter {
   private readonly effects: DecisionEffect[] = [];
   private worker!: Worker;
+  /** Threads started so far (a new one replaces one that died). */
+  private starts = 0;
   private ready!: Promise<void>;
   private queue: Pending[] = [];
   private flushScheduled = false;
@@ -69,6 +76,8 @@ export class DecisionWriter {
     private readonly dataDir: string,
     private readonly outbox: Outbox,
     private readonly logger: Logger,
+    /** Fault injection for tests: the first writer thread dies when it receives this batch. */
+    private readonly crashOnBatch?: number,
   ) {
     this.start();
   }
@@ -116,8 +125,10 @@ export class DecisionWriter {
   }
 
   private start(): void {
+    // Only the first thread is given the fault: the one started after it must work.
+    const crashOnBatch = this.starts++ === 0 ? this.crashOnBatch : undefined;
     const worker = new Worker(new URL("./writer-worker-entry.mjs", import.meta.url), {
-      workerData: { dataDir: this.dataDir },
+      workerData: { dataDir: this.dataDir, crashOnBatch } satisfies WriterWorkerData,
       // A batch's objects die with the batch: a small young generation keeps the thread's footprint down.
       resourceLimits: { maxYoungGenerationSizeMb: 8 },
     });
