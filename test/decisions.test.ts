@@ -107,6 +107,21 @@ describe("POST /api/v1/decide", () => {
     expect(((await conflict.json()) as { error: { code: string } }).error.code).toBe("CONFLICT");
   });
 
+  it("answers concurrent decides each from its own input (the engine evaluates them in batches, over two threads)", async () => {
+    const ips = [UK_IP, "8.8.8.8", TOR_EXIT, "2001:4860:4860::8888"];
+    const countries = ["GB", "US", "DE", "US"];
+    const calls = Array.from({ length: 40 }, (_, i) => ({ userId: `batch_user_${i}`, ip: ips[i % ips.length] as string }));
+    const answers = await Promise.all(calls.map((call) => decide(acme.keys.test.secret, { ...call, action: "login" })));
+    const records = await Promise.all(answers.map(({ body }) => getDecisionOf(acme.keys.test.secret, body.data.evidenceId)));
+    records.forEach((record, i) => {
+      const signals = record.signals as { geo: { country: string }; network: { tor: boolean } };
+      expect((record.request as { userId: string }).userId).toBe(calls[i]?.userId);
+      expect(signals.geo.country).toBe(countries[i % ips.length]);
+      expect(signals.network.tor).toBe(i % ips.length === 2);
+      expect(record.score).toBe(answers[i]?.body.data.score);
+    });
+  });
+
   it("stores evidence whose integrity hash matches its canonical content", async () => {
     const { body } = await decide(acme.keys.test.secret, { userId: "evidence_user", action: "login", ip: UK_IP });
     const row = server.app.db.prepare("SELECT content, integrity_hash FROM evidence WHERE id = ?").get(body.data.evidenceId) as { content: string; integrity_hash: string };

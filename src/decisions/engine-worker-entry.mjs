@@ -7,4 +7,4 @@ import { register } from "tsx/cjs/api";
 register();
 const require = createRequire(import.meta.url);
 
-export const { evaluate, backtest } = require("./engine-worker.ts");
+export const { evaluateBatch, backtest } = require("./engine-worker.ts");

@@ -37,7 +37,12 @@ const sleeper = new Int32Array(new SharedArrayBuffer(4));
 const RELOAD_CHECK_MS = 1_000;
 let lastReloadCheck = 0;
 
-export function evaluate(task: EngineTask): EngineOutcome {
+/** The evaluations of one batch (engine.ts), in order. */
+export function evaluateBatch(tasks: readonly EngineTask[]): EngineOutcome[] {
+  return tasks.map(evaluate);
+}
+
+function evaluate(task: EngineTask): EngineOutcome {
   const started = performance.now();
   if (started - lastReloadCheck > RELOAD_CHECK_MS) {
     lastReloadCheck = started;
