@@ -136,11 +136,12 @@ describe("decision writer (its own thread)", () => {
   it("commits every decision handed over before resolving, with the outbox tasks its effects queued", async () => {
     writer.addEffect((write) => outbox.enqueue("event", write.tenant, { decisionId: write.decision.id }));
     const policy = { review: false, triggered: [], shadowResults: [] };
-    const writes = Array.from({ length: 50 }, (_, i) => ({ ...aWrite(accountId, clock.now() + i), policy }));
+    // More than one batch's worth (256) at once: they go in several batches, two at a time.
+    const writes = Array.from({ length: 600 }, (_, i) => ({ ...aWrite(accountId, clock.now() + i), policy }));
     const replies = await Promise.all(writes.map((write) => writer.record(write)));
     expect(replies.every((reply) => reply === undefined)).toBe(true);
     // Committed by the writer's connection, visible here at once.
-    expect(count(db, "SELECT count(*) AS n FROM decisions WHERE account_id = ?", accountId)).toBe(50);
+    expect(count(db, "SELECT count(*) AS n FROM decisions WHERE account_id = ?", accountId)).toBe(600);
     const queued = db.prepare("SELECT payload FROM outbox WHERE kind = 'event' AND account_id = ?").all(accountId) as Array<{ payload: string }>;
     expect(queued.map((row) => (JSON.parse(row.payload) as { decisionId: string }).decisionId).sort()).toEqual(writes.map((w) => w.decision.id).sort());
   });

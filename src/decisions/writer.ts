@@ -44,6 +44,12 @@ export type WriterReply = { kind: "ready" } | { kind: "written"; batch: number; 
  * answer and sends more (it was idle a third of the time with one).
  */
 const BATCHES_IN_FLIGHT = 2;
+/**
+ * Writes per batch at most. Under a backlog the batch is one transaction, and
+ * the request thread's own writes (outbox, analyze state) wait for SQLite's
+ * write lock while it runs: a bound keeps that wait to milliseconds.
+ */
+const MAX_BATCH = 256;
 
 interface Pending {
   write: StoredDecisionWrite;
@@ -166,13 +172,14 @@ export class DecisionWriter {
     this.ready.catch(() => undefined);
   }
 
+  /** Hands the queued writes over, as long as the writer has room for another batch. */
   private flush(): void {
-    if (this.inFlight.size >= BATCHES_IN_FLIGHT || this.queue.length === 0) return;
-    const pending = this.queue;
-    this.queue = [];
-    const batch = this.nextBatch++;
-    this.inFlight.set(batch, pending);
-    this.worker.postMessage({ kind: "write", batch, writes: pending.map((p) => p.write) } satisfies WriterRequest);
+    while (this.inFlight.size < BATCHES_IN_FLIGHT && this.queue.length > 0) {
+      const pending = this.queue.splice(0, MAX_BATCH);
+      const batch = this.nextBatch++;
+      this.inFlight.set(batch, pending);
+      this.worker.postMessage({ kind: "write", batch, writes: pending.map((p) => p.write) } satisfies WriterRequest);
+    }
   }
 
   private settle(batch: number, results: WriteResult[]): void {
