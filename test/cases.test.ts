@@ -43,7 +43,7 @@ describe("cases", () => {
     const clean = await decide(acme.keys.test.secret, { userId: "regular", action: "login", ip: UK_IP, ...HUMAN_DESKTOP });
     expect(risky.score).toBeGreaterThanOrEqual(80);
     expect(clean.score).toBeLessThan(80);
-    await server.app.outbox.drain();
+    await server.app.settled();
     const { status, body } = await listCases(acme.keys.test.secret);
     expect(status).toBe(200);
     expect(body.success).toBe(true);
@@ -61,7 +61,7 @@ describe("cases", () => {
 
   it("filters by status and priority and pages with limit and offset (count is the page size)", async () => {
     for (let i = 0; i < 3; i++) await decide(acme.keys.test.secret, { userId: `bot_${i}`, action: "signup", ...botAttack("185.220.101.45") });
-    await server.app.outbox.drain();
+    await server.app.settled();
     const all = await listCases(acme.keys.test.secret);
     expect(all.body.data.count).toBe(4);
     const page = await listCases(acme.keys.test.secret, "?limit=2&offset=1");
@@ -84,7 +84,7 @@ describe("cases", () => {
     expect(invalid.status).toBe(409);
     expect(invalid.body.error?.code).toBe("CONFLICT");
     expect(invalid.body.error?.message).toMatch(/from resolved to escalated.*open/);
-    await server.app.outbox.drain();
+    await server.app.settled();
     const resolvedEvent = events.find((e) => e.type === "case.resolved");
     expect(resolvedEvent).toMatchObject({ data: { case: { id: caseId, status: "resolved" }, previousStatus: "investigating" } });
   });

@@ -50,6 +50,7 @@ function aWrite(accountId: string, now: number, overrides: Partial<StoredDecisio
     evidence: { decisionId: id, signals: { network: { valid: true } } },
     history: { userId: "u", ip: "81.2.69.160", deviceId: "d1", email: "u@example.com", country: "GB", amount: undefined, currency: "" },
     outbox: [],
+    caseEvents: [],
     now,
     ...overrides,
   };
@@ -82,10 +83,15 @@ describe("decision store (the writer thread's transaction)", () => {
     const results = store.write([first, duplicate, third]);
     expect(results.map((r) => r.kind)).toEqual(["stored", "failed", "stored"]);
     expect(results[1]).toMatchObject({ message: expect.stringMatching(/UNIQUE/) });
+    // Before the follow-up: the decisions and their follow-up tasks, no audit entry, no case yet.
+    expect(count(db, "SELECT count(*) AS n FROM outbox WHERE kind = 'decision.follow-up' AND account_id = ?", accountId)).toBe(2);
+    expect(count(db, "SELECT count(*) AS n FROM audit_log WHERE account_id = ?", accountId)).toBe(0);
+    expect(store.followUp()).toEqual({ failed: 0, queuedEvents: false });
 
     expect(count(db, "SELECT count(*) AS n FROM decisions WHERE account_id = ?", accountId)).toBe(2);
     expect(count(db, "SELECT count(*) AS n FROM evidence WHERE account_id = ?", accountId)).toBe(2);
     expect(count(db, "SELECT count(*) AS n FROM graph_edges WHERE decision_id = ?", first.decision.id)).toBe(4);
+    // The event stored with the decision; the follow-up tasks carried out and removed.
     expect(db.prepare("SELECT payload FROM outbox WHERE account_id = ?").all(accountId)).toEqual([{ payload: '{"x":1}' }]);
     // The case opened with its decision.
     expect(db.prepare("SELECT id, decision_id, status, priority, created_at FROM cases WHERE account_id = ?").all(accountId)).toEqual([
@@ -106,10 +112,39 @@ describe("decision store (the writer thread's transaction)", () => {
     const winner = aWrite(accountId, now, { idempotency: { key: "retry-1", entry } });
     const loser = aWrite(accountId, now, { idempotency: { key: "retry-1", entry: { requestHash: "h", response: new Uint8Array([9]) } } });
     const results = store.write([winner, loser]);
+    store.followUp();
     expect(results[0]).toEqual({ kind: "stored" });
     expect(results[1]).toMatchObject({ kind: "replayed", response: { requestHash: "h" } });
     expect([...(results[1] as { response: { response: Uint8Array } }).response.response]).toEqual([1, 2, 3]);
     expect(count(db, "SELECT count(*) AS n FROM decisions WHERE id = ?", loser.decision.id)).toBe(0);
+  });
+});
+
+describe("decision store recovering an earlier writer's follow-ups", () => {
+  it("carries out the follow-ups a writer committed but did not live to carry out, once", () => {
+    const dataDir = tempDir();
+    const db = openDatabase(dataDir);
+    try {
+      const accountId = new AccountRepository(db).create("Acme", {}, Date.now()).id;
+      const signer = AuditSigner.loadOrCreate(dataDir);
+      const now = Date.UTC(2026, 10, 21, 15);
+      const risky = aWrite(accountId, now);
+      risky.openCase = { id: newId("case"), decisionId: risky.decision.id, userId: "u", priority: "critical", score: 95, decision: "deny", reasons: ["TOR_EXIT"] };
+      risky.caseEvents = [{ kind: "event", accountId, environment: "live", payload: '{"type":"case.created"}', at: now, now }];
+      // The first writer stores the batch and dies before its follow-ups.
+      expect(new DecisionStore(db, signer).write([risky, aWrite(accountId, now + 1)]).map((r) => r.kind)).toEqual(["stored", "stored"]);
+      expect(count(db, "SELECT count(*) AS n FROM audit_log WHERE account_id = ?", accountId)).toBe(0);
+
+      const next = new DecisionStore(db, signer);
+      expect(next.recover()).toEqual({ recovered: 2, queuedEvents: true });
+      expect(count(db, "SELECT count(*) AS n FROM audit_log WHERE action = 'decision.made' AND account_id = ?", accountId)).toBe(2);
+      expect(count(db, "SELECT count(*) AS n FROM cases WHERE decision_id = ?", risky.decision.id)).toBe(1);
+      expect(db.prepare("SELECT kind, payload FROM outbox WHERE account_id = ?").all(accountId)).toEqual([{ kind: "event", payload: '{"type":"case.created"}' }]);
+      // Nothing left to do the second time.
+      expect(new DecisionStore(db, signer).recover()).toEqual({ recovered: 0, queuedEvents: false });
+    } finally {
+      db.close();
+    }
   });
 });
 
@@ -140,6 +175,7 @@ describe("decision writer (its own thread)", () => {
     const writes = Array.from({ length: 600 }, (_, i) => ({ ...aWrite(accountId, clock.now() + i), policy }));
     const replies = await Promise.all(writes.map((write) => writer.record(write)));
     expect(replies.every((reply) => reply === undefined)).toBe(true);
+    await writer.settled();
     // Committed by the writer's connection, visible here at once.
     expect(count(db, "SELECT count(*) AS n FROM decisions WHERE account_id = ?", accountId)).toBe(600);
     const queued = db.prepare("SELECT payload FROM outbox WHERE kind = 'event' AND account_id = ?").all(accountId) as Array<{ payload: string }>;

@@ -49,11 +49,13 @@ describe("a decide that answered 200 is never lost", () => {
       try {
         const decisionOf = db.prepare("SELECT id, score FROM decisions WHERE evidence_id = ?");
         const casesOf = db.prepare("SELECT COUNT(*) AS n FROM cases WHERE decision_id = ?");
+        const entriesOf = db.prepare("SELECT COUNT(*) AS n FROM audit_log WHERE action = 'decision.made' AND subject = ?");
         for (const { evidenceId, score } of answered) {
           const decision = decisionOf.get(evidenceId) as { id: string; score: number } | undefined;
           expect(decision, evidenceId).toBeDefined();
           expect(decision?.score).toBe(score);
           expect((casesOf.get(decision?.id) as { n: number }).n).toBe(score >= 80 ? 1 : 0);
+          expect((entriesOf.get(decision?.id) as { n: number }).n).toBe(1);
         }
         // Nothing was left in the dead-letter queue.
         expect((db.prepare("SELECT COUNT(*) AS n FROM outbox").get() as { n: number }).n).toBe(0);

@@ -128,7 +128,7 @@ describe("policies acting on decisions", () => {
     expect(shadow).toMatchObject({ mode: "shadow", matchedRule: 0, action: "allow", policyVersion: 1 });
     const defaultResult = result.policyResults.find((r) => r.policyId === "pol_default_thresholds");
     expect(defaultResult?.mode).toBe("active");
-    await server.app.outbox.drain();
+    await server.app.settled();
     const triggered = events.filter((e) => e.type === "policy.triggered" && (e.data as { decisionId: string }).decisionId === result.id);
     expect(triggered.find((e) => (e.data as { policyId: string }).policyId === torPolicy.id)?.data).toMatchObject({ policyStatus: "shadow", applied: false, ruleIndex: 0 });
     const decisionEvent = events.find((e) => e.type.startsWith("decision.") && (e.data as { decisionId: string }).decisionId === result.id);
@@ -230,7 +230,7 @@ describe("review rules", () => {
     const result = await decide({ userId: "big_mover", action: "transfer", amount: 9000, currency: "EUR", ip: UK_IP, ...HUMAN_DESKTOP });
     expect(result.score).toBeLessThan(80);
     expect(result.decision).toBe("challenge");
-    await server.app.outbox.drain();
+    await server.app.settled();
     const cases = await call<{ data: { cases: Array<{ decisionId: string; priority: string; status: string }> } }>("GET", "/api/v1/cases");
     expect(cases.body.data.cases.find((c) => c.decisionId === result.id)).toMatchObject({ status: "open", priority: "low" });
   });

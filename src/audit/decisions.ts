@@ -4,14 +4,10 @@ import type { DecisionDetails } from "../decisions/record.js";
 import type { AuditActor, AuditFields } from "./entry.js";
 
 /**
- * Part 4.1's first side effect: a signed entry for every decision, appended in
- * the decide's own transaction (decisions/decision-store.ts), so the decision
- * and its entry are committed together or not at all and a crash can lose
- * neither alone. The decide transaction already holds SQLite's write lock,
- * which is what the chain needs to read its last entry safely, and group
- * commit spreads one commit over every decision of a batch; queueing the entry
- * in the outbox instead cost an insert, a read, a delete and a second commit
- * per decision (docs/benchmarks.md).
+ * Part 4.1's first side effect: a signed entry for every decision, written
+ * right after its answer as part of the decision's follow-up
+ * (decisions/follow-up.ts), which the decision writer carries out for a whole
+ * batch in one transaction.
  */
 export function decisionAuditFields(write: { tenant: Tenant; actor: AuditActor; decision: StoredDecision<DecisionDetails> }): AuditFields {
   const { tenant, actor, decision } = write;

@@ -49,6 +49,8 @@ export interface AuditFields {
   subject?: string | undefined;
   /** Details of the change. Never secrets: key material and webhook secrets stay out. */
   data: JsonValue;
+  /** When it happened, if not now: a decision's entry is written just after the decision is answered. */
+  at?: number | undefined;
 }
 
 /**
@@ -135,7 +137,7 @@ export function appendEntry(
     v: 1,
     seq: prev === undefined ? 1 : prev.seq + 1,
     id: newId("aud"),
-    at: clock.now(),
+    at: fields.at ?? clock.now(),
     accountId: fields.accountId ?? null,
     environment: fields.environment ?? null,
     actor: fields.actor,

@@ -1,18 +1,18 @@
-import type { AuditActor } from "../audit/entry.js";
-import { decisionAuditFields } from "../audit/decisions.js";
 import { AuditLog } from "../audit/log.js";
+import type { AuditActor } from "../audit/entry.js";
 import type { AuditSigner } from "../audit/signer.js";
-import { caseCreatedAuditFields, type NewCase } from "../cases/case-service.js";
+import type { NewCase } from "../cases/case-service.js";
+import { systemClock } from "../clock.js";
 import { entityKeys } from "../graph/entities.js";
 import { OutboxInserter, type OutboxEntry } from "../outbox/outbox.js";
 import { SqliteAuditStore } from "../store/audit.js";
-import { CaseRepository } from "../store/cases.js";
 import type { Db } from "../store/database.js";
 import { DecisionRepository, type StoredDecision } from "../store/decisions.js";
 import { GraphRepository } from "../store/graph.js";
 import { HistoryRepository, type HistoryUpdate } from "../store/history.js";
 import { IdempotencyRepository, type IdempotentResponse } from "../store/idempotency.js";
 import type { Tenant } from "../store/tenant.js";
+import { DECISION_FOLLOW_UP_TASK, DecisionFollowUps, followUpOf, type FollowUpPayload } from "./follow-up.js";
 import type { DecisionDetails } from "./record.js";
 
 /** Everything a decide stores, as sent to the decision writer (structured-cloned: plain data only). */
@@ -24,10 +24,12 @@ export interface StoredDecisionWrite {
   evidence: Record<string, unknown>;
   history: HistoryUpdate;
   idempotency?: { key: string; entry: IdempotentResponse };
-  /** The case the decision opens (score at or above 80, or a review rule), stored with it. */
+  /** The case the decision opens (score at or above 80, or a review rule), opened right after it. */
   openCase?: NewCase;
-  /** The side effects' outbox tasks (events), collected on the request thread. */
+  /** The side effects' outbox tasks (events), collected on the request thread, stored with the decision. */
   outbox: OutboxEntry[];
+  /** The case's case.created event, collected likewise, stored with the case. */
+  caseEvents: OutboxEntry[];
   /** The request thread's clock at the decision: every stored time comes from it. */
   now: number;
 }
@@ -39,19 +41,33 @@ export type WriteResult =
   | { kind: "replayed"; response: IdempotentResponse }
   | { kind: "failed"; message: string };
 
+/** A stored decision's follow-up, still to be carried out (follow-up.ts). */
+interface PendingFollowUp {
+  tenant: Tenant;
+  task: number;
+  payload: FollowUpPayload;
+}
+
 /**
- * A decide's state, written atomically: the decision, its evidence, the
- * history counters, the graph edges, the signed audit entry, the idempotency
- * claim, the case it opens and the side effects' outbox tasks — all of a
- * decision or none of it.
+ * A decide's state in two transactions, both on the decision writer's thread
+ * (writer-worker.ts) and its connection.
  *
- * A batch of writes shares one SQLite transaction (group commit); a failing
- * write rolls back alone. It runs in the decision writer's thread
- * (writer-worker.ts), on that thread's connection.
+ * The first, before the answer: the decision, its evidence, the history
+ * counters, the graph edges, the idempotency claim, the side effects' outbox
+ * tasks and the decision's follow-up task — all of a decision or none of it.
+ * A batch of writes shares it (group commit); a failing write rolls back alone.
+ *
+ * The second, once the answers are on their way: the batch's follow-ups (the
+ * signed audit entries, the cases), each removing its task. A crash in between
+ * leaves the tasks, which the outbox runner carries out instead.
  */
 export class DecisionStore {
   private readonly writeAll;
   private readonly writeEach;
+  private readonly followUpAll;
+  private readonly leftOverStmt;
+  /** Follow-ups of the last batch written, for {@link followUp}. */
+  private pending: PendingFollowUp[] = [];
 
   constructor(db: Db, signer: AuditSigner) {
     const decisions = new DecisionRepository<DecisionDetails>(db);
@@ -59,58 +75,126 @@ export class DecisionStore {
     const idempotency = new IdempotencyRepository(db);
     const graph = new GraphRepository(db);
     const outbox = new OutboxInserter(db);
-    const cases = new CaseRepository(db);
-    // Audit entries are stamped with the time of the decision they record, from the request thread's clock.
-    let writeTime = 0;
-    const audit = new AuditLog(new SqliteAuditStore(db), signer, { now: () => writeTime });
+    // Entries carry the decision's time (AuditFields.at); the clock only stamps what has none.
+    const followUps = new DecisionFollowUps(db, new AuditLog(new SqliteAuditStore(db), signer, systemClock), outbox);
+    const deleteTask = db.prepare<[number]>("DELETE FROM outbox WHERE id = ?");
+    this.leftOverStmt = db.prepare<[string, number], { id: number; account_id: string; environment: "test" | "live"; payload: string }>(
+      "SELECT id, account_id, environment, payload FROM outbox WHERE kind = ? AND status = 'pending' AND id > ? ORDER BY id LIMIT 500",
+    );
 
-    const store = (write: StoredDecisionWrite): WriteResult => {
+    const store = (write: StoredDecisionWrite, followUpsOut: PendingFollowUp[]): WriteResult => {
       const { tenant, now } = write;
       if (write.idempotency && !idempotency.claim(tenant, write.idempotency.key, write.idempotency.entry, now)) {
         const earlier = idempotency.find(tenant, write.idempotency.key, now);
         if (earlier) return { kind: "replayed", response: earlier };
         throw new Error("the Idempotency-Key was claimed but its answer is gone");
       }
-      writeTime = now;
       decisions.insert(tenant, write.decision, write.evidence);
       history.record(tenant, write.history, now);
       graph.recordEdges(tenant, write.decision.id, entityKeys(write.history), now);
-      audit.record(decisionAuditFields(write));
-      if (write.openCase) {
-        cases.open(tenant, write.openCase, now);
-        audit.record(caseCreatedAuditFields(tenant, write.openCase));
-      }
       for (const entry of write.outbox) outbox.insert(entry);
+      const { payload, entry } = followUpOf(write);
+      followUpsOut.push({ tenant, task: outbox.insert(entry), payload });
       return { kind: "stored" };
     };
     // Writes nearly always succeed: the whole batch goes first without a savepoint per write (two statements
     // each). When one fails, that transaction rolls back and the batch is written again write by write,
     // each in a savepoint of its own, so that the failing one rolls back alone.
-    this.writeAll = db.transaction((batch: readonly StoredDecisionWrite[]): WriteResult[] => batch.map(store));
+    this.writeAll = db.transaction((batch: readonly StoredDecisionWrite[]) => {
+      const followUpsOut: PendingFollowUp[] = [];
+      return { results: batch.map((write) => store(write, followUpsOut)), followUpsOut };
+    });
     const storeInSavepoint = db.transaction(store);
-    this.writeEach = db.transaction((batch: readonly StoredDecisionWrite[]): WriteResult[] =>
-      batch.map((write) => {
+    this.writeEach = db.transaction((batch: readonly StoredDecisionWrite[]) => {
+      const followUpsOut: PendingFollowUp[] = [];
+      const results = batch.map((write): WriteResult => {
+        const mark = followUpsOut.length;
         try {
-          return storeInSavepoint(write);
+          return storeInSavepoint(write, followUpsOut);
         } catch (error) {
+          followUpsOut.length = mark;
           return { kind: "failed", message: error instanceof Error ? error.message : String(error) };
         }
-      }),
-    );
+      });
+      return { results, followUpsOut };
+    });
+    const followUpInSavepoint = db.transaction((pending: PendingFollowUp) => {
+      followUps.run(pending.tenant, pending.payload);
+      deleteTask.run(pending.task);
+    });
+    this.followUpAll = db.transaction((pending: readonly PendingFollowUp[]) => {
+      let failed = 0;
+      let queuedEvents = false;
+      for (const followUp of pending) {
+        try {
+          followUpInSavepoint(followUp);
+          queuedEvents ||= followUp.payload.openCase !== undefined && followUp.payload.caseEvents.length > 0;
+        } catch {
+          // Its task stays: the outbox runner retries it after the grace period, then dead-letters it.
+          failed++;
+        }
+      }
+      return { failed, queuedEvents };
+    });
   }
 
-  /** Stores a batch in one transaction; when the commit itself fails, none of it is stored. */
+  /**
+   * Carries out the follow-ups an earlier writer left (the process or its
+   * thread died between a batch's two transactions), before taking new
+   * writes. Returns how many it carried out, and whether case events were
+   * queued.
+   */
+  recover(): { recovered: number; queuedEvents: boolean } {
+    let recovered = 0;
+    let queuedEvents = false;
+    for (let after = 0; ; ) {
+      const rows = this.leftOverStmt.all(DECISION_FOLLOW_UP_TASK, after);
+      if (rows.length === 0) return { recovered, queuedEvents };
+      after = rows[rows.length - 1]?.id ?? after;
+      this.pending = rows.map((row) => ({
+        tenant: { accountId: row.account_id, environment: row.environment },
+        task: row.id,
+        payload: JSON.parse(row.payload) as FollowUpPayload,
+      }));
+      const done = this.followUp();
+      recovered += rows.length - done.failed;
+      queuedEvents ||= done.queuedEvents;
+    }
+  }
+
+  /** The first transaction; when the commit itself fails, none of the batch is stored. */
   write(batch: readonly StoredDecisionWrite[]): WriteResult[] {
     try {
-      return this.writeAll.immediate(batch);
+      const { results, followUpsOut } = this.writeAll.immediate(batch);
+      this.pending = followUpsOut;
+      return results;
     } catch {
       // One of the writes failed (or the commit): find out which, storing the others.
     }
     try {
-      return this.writeEach.immediate(batch);
+      const { results, followUpsOut } = this.writeEach.immediate(batch);
+      this.pending = followUpsOut;
+      return results;
     } catch (error) {
+      this.pending = [];
       const message = error instanceof Error ? error.message : String(error);
       return batch.map(() => ({ kind: "failed", message }));
+    }
+  }
+
+  /**
+   * The second transaction: the follow-ups of the batch {@link write} stored.
+   * `failed` counts those left to the outbox runner; `queuedEvents` says
+   * whether case events were queued for it to deliver.
+   */
+  followUp(): { failed: number; queuedEvents: boolean } {
+    const pending = this.pending;
+    this.pending = [];
+    if (pending.length === 0) return { failed: 0, queuedEvents: false };
+    try {
+      return this.followUpAll.immediate(pending);
+    } catch {
+      return { failed: pending.length, queuedEvents: false };
     }
   }
 }

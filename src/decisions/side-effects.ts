@@ -10,7 +10,7 @@ import type { DecisionWriter } from "./writer.js";
  * response and survive a crash.
  */
 export function registerDecisionSideEffects(writer: DecisionWriter, events: EventPublisher): void {
-  writer.addEffect(({ tenant, decision, policy, openCase, now }) => {
+  writer.addEffect(({ tenant, decision, policy }) => {
     const verdict = decision.decision as Decision;
     events.publish(tenant, decisionEventType(verdict), {
       decisionId: decision.id,
@@ -34,7 +34,9 @@ export function registerDecisionSideEffects(writer: DecisionWriter, events: Even
         score: decision.score,
       });
     }
-    // The case itself is stored with the decision (decision-store.ts); its event is queued with them.
+  });
+  // Stored with the case, right after the decision is answered (follow-up.ts).
+  writer.addCaseEffect(({ tenant, openCase, now }) => {
     if (openCase) events.publish(tenant, "case.created", { case: caseSummary(openedCase(openCase, now)) });
   });
 }

@@ -25,5 +25,7 @@ port.on("message", (request: WriterRequest) => {
   }
   if (request.batch === crashOnBatch) process.exit(70);
   port.postMessage({ kind: "written", batch: request.batch, results: store.write(request.writes) } satisfies WriterReply);
+  // The answers are on their way: now what follows them.
+  port.postMessage({ kind: "followed", batch: request.batch, ...store.followUp() } satisfies WriterReply);
 });
-port.postMessage({ kind: "ready" } satisfies WriterReply);
+port.postMessage({ kind: "ready", ...store.recover() } satisfies WriterReply);

@@ -16,14 +16,16 @@ export interface PolicyEffects {
 }
 
 /** A decide's state, as the decision service hands it over. */
-export interface DecisionWrite extends Omit<StoredDecisionWrite, "outbox"> {
+export interface DecisionWrite extends Omit<StoredDecisionWrite, "outbox" | "caseEvents"> {
   policy: PolicyEffects;
 }
 
 /**
- * A side effect of every decision (events, cases, anomaly detection). It runs
- * on the request thread just before the write is sent; the outbox tasks it
- * enqueues are collected and committed in the decision's own transaction.
+ * A side effect of every decision (its events, anomaly detection). It runs on
+ * the request thread just before the write is sent, where the event sinks
+ * are; the outbox tasks it enqueues are collected and committed with the
+ * decision. A case effect's tasks are committed with the case the decision
+ * opens, after the answer (follow-up.ts).
  */
 export type DecisionEffect = (write: DecisionWrite) => void;
 
@@ -35,7 +37,13 @@ export interface WriterWorkerData {
 /** Request thread → writer thread. */
 export type WriterRequest = { kind: "write"; batch: number; writes: StoredDecisionWrite[] } | { kind: "close" };
 /** Writer thread → request thread. */
-export type WriterReply = { kind: "ready" } | { kind: "written"; batch: number; results: WriteResult[] } | { kind: "closed" };
+export type WriterReply =
+  /** Open, with the follow-ups an earlier writer left now carried out. */
+  | { kind: "ready"; recovered: number; queuedEvents: boolean }
+  | { kind: "written"; batch: number; results: WriteResult[] }
+  /** The batch's follow-ups are done; `failed` of them were left to the outbox runner. */
+  | { kind: "followed"; batch: number; failed: number; queuedEvents: boolean }
+  | { kind: "closed" };
 
 /**
  * Batches handed to the writer's thread at once. Two: while one is written the
@@ -73,6 +81,7 @@ interface Pending {
  */
 export class DecisionWriter {
   private readonly effects: DecisionEffect[] = [];
+  private readonly caseEffects: DecisionEffect[] = [];
   private worker!: Worker;
   /** Threads started so far (a new one replaces one that died). */
   private starts = 0;
@@ -81,6 +90,8 @@ export class DecisionWriter {
   private flushScheduled = false;
   /** Batches handed to the writer's thread and not yet answered, by number. */
   private readonly inFlight = new Map<number, Pending[]>();
+  /** Batches answered whose follow-ups are not done yet. */
+  private readonly following = new Set<number>();
   private nextBatch = 1;
   private closing: Promise<void> | undefined;
   /** Callers of close() waiting for the last batch. */
@@ -100,6 +111,16 @@ export class DecisionWriter {
     this.effects.push(effect);
   }
 
+  /** An effect of the case a decision opens (its case.created event); runs only for those. */
+  addCaseEffect(effect: DecisionEffect): void {
+    this.caseEffects.push(effect);
+  }
+
+  /** Resolves when every write handed over is stored and followed up (tests, shutdown). */
+  settled(): Promise<void> {
+    return this.isIdle() ? Promise.resolve() : new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
   /** Resolves once the writer's thread has opened the database. */
   whenReady(): Promise<void> {
     return this.ready;
@@ -115,8 +136,13 @@ export class DecisionWriter {
     const outbox = this.outbox.collect(() => {
       for (const effect of this.effects) effect(write);
     });
+    const caseEvents = write.openCase
+      ? this.outbox.collect(() => {
+          for (const effect of this.caseEffects) effect(write);
+        })
+      : [];
     return new Promise((resolve, reject) => {
-      this.queue.push({ write: { ...stored, outbox }, resolve, reject });
+      this.queue.push({ write: { ...stored, outbox, caseEvents }, resolve, reject });
       if (!this.flushScheduled) {
         this.flushScheduled = true;
         setImmediate(() => {
@@ -130,7 +156,7 @@ export class DecisionWriter {
   /** Waits for the writes already handed over, then closes the writer's thread. */
   close(): Promise<void> {
     this.closing ??= (async () => {
-      if (this.inFlight.size > 0 || this.queue.length > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+      await this.settled();
       const closed = new Promise<void>((resolve) => this.worker.once("exit", () => resolve()));
       this.worker.postMessage({ kind: "close" } satisfies WriterRequest);
       await closed;
@@ -149,8 +175,13 @@ export class DecisionWriter {
     this.worker = worker;
     this.ready = new Promise((resolve, reject) => {
       worker.on("message", (reply: WriterReply) => {
-        if (reply.kind === "ready") resolve();
+        if (reply.kind === "ready") {
+          if (reply.recovered > 0) this.logger.log("info", "carried out decision follow-ups left by an earlier writer", { count: reply.recovered });
+          if (reply.queuedEvents) this.outbox.notify();
+          resolve();
+        }
         else if (reply.kind === "written") this.settle(reply.batch, reply.results);
+        else if (reply.kind === "followed") this.followed(reply.batch, reply.failed, reply.queuedEvents);
       });
       worker.once("error", (error) => {
         reject(error);
@@ -161,6 +192,7 @@ export class DecisionWriter {
         // Whatever was being written may or may not have committed; its callers get an error, not a guess.
         const lost = [...[...this.inFlight.values()].flat(), ...this.queue];
         this.inFlight.clear();
+        this.following.clear();
         this.queue = [];
         for (const pending of lost) pending.reject(new Error(`the decision writer stopped (exit code ${code})`));
         this.whenIdle();
@@ -186,6 +218,7 @@ export class DecisionWriter {
     const written = this.inFlight.get(batch);
     if (!written) return;
     this.inFlight.delete(batch);
+    this.following.add(batch);
     let queuedTasks = false;
     written.forEach((pending, index) => {
       const result = results[index];
@@ -197,7 +230,19 @@ export class DecisionWriter {
     });
     if (queuedTasks) this.outbox.notify();
     this.flush();
-    if (this.inFlight.size === 0 && this.queue.length === 0) this.whenIdle();
+  }
+
+  private followed(batch: number, failed: number, queuedEvents: boolean): void {
+    this.following.delete(batch);
+    if (queuedEvents) this.outbox.notify();
+    if (failed > 0) {
+      this.logger.log("warn", "decision follow-ups failed; the outbox runner retries them", { batch, failed });
+    }
+    if (this.isIdle()) this.whenIdle();
+  }
+
+  private isIdle(): boolean {
+    return this.inFlight.size === 0 && this.following.size === 0 && this.queue.length === 0;
   }
 
   private whenIdle(): void {

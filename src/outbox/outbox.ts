@@ -67,8 +67,9 @@ export class OutboxInserter {
     );
   }
 
-  insert(entry: OutboxEntry): void {
-    this.insertStmt.run(entry);
+  /** The new task's id. */
+  insert(entry: OutboxEntry): number {
+    return Number(this.insertStmt.run(entry).lastInsertRowid);
   }
 }
 

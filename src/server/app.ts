@@ -55,11 +55,12 @@ import { createCaseService } from "../services/cases.js";
 import { CaseService } from "../cases/case-service.js";
 import { registerDecisionSideEffects } from "../decisions/side-effects.js";
 import { EventPublisher } from "../events/publisher.js";
-import { Outbox } from "../outbox/outbox.js";
+import { Outbox, OutboxInserter } from "../outbox/outbox.js";
 import { Checkpointer } from "../store/checkpointer.js";
 import { CaseRepository } from "../store/cases.js";
 import { DecisionEngine } from "../decisions/engine.js";
 import type { DecisionDetails } from "../decisions/record.js";
+import { DecisionFollowUps, registerFollowUpTask } from "../decisions/follow-up.js";
 import { DecisionWriter } from "../decisions/writer.js";
 import { AnalyzeStateRepository } from "../store/analyze-state.js";
 import { DecisionRepository } from "../store/decisions.js";
@@ -96,6 +97,12 @@ export interface App {
   /** The signed audit log: `audit.record(...)` inside the transaction of the change it records (docs/audit-log.md). */
   readonly audit: AuditLog;
   listen(): Promise<AddressInfo>;
+  /**
+   * Resolves once every decision handed to the writer is stored and followed
+   * up (audit entry, case) and the outbox has carried out every task already
+   * due: what follows the answers, done (tests wait for it).
+   */
+  settled(): Promise<void>;
   /** Drains in-flight requests, flushes pending work and closes the database. */
   close(): Promise<void>;
 }
@@ -138,6 +145,8 @@ export function buildApp(options: AppOptions): App {
   const cases = new CaseRepository(db);
   const caseLifecycle = new CaseService(db, cases, events, clock, audit);
   registerDecisionSideEffects(writer, events);
+  // Follow-ups the writer could not carry out (its thread died) are the outbox runner's.
+  registerFollowUpTask(outbox, new DecisionFollowUps(db, audit, new OutboxInserter(db)), audit);
   registerAnomalyDetection(writer, events);
   const graph = new GraphRepository(db);
   const webhookRepository = new WebhookRepository(db);
@@ -244,6 +253,10 @@ export function buildApp(options: AppOptions): App {
     outbox,
     events,
     audit,
+    async settled() {
+      await writer.settled();
+      await outbox.drain();
+    },
     async listen() {
       await Promise.all([engine.warmUp(), writer.whenReady()]);
       outbox.start();

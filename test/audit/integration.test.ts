@@ -40,7 +40,7 @@ describe("audit log of the running service", () => {
       fetch(`${server.url}${url}`, { method, headers: { "content-type": "application/json", "x-api-key": secret }, body: JSON.stringify(body) });
     const decided = (await (await post("/api/v1/decide", { userId: "mallory", action: "signup", ...botAttack("185.220.101.45") })).json()) as { data: { score: number } };
     expect(decided.data.score).toBeGreaterThanOrEqual(80);
-    await server.app.outbox.drain();
+    await server.app.settled();
     const [opened] = (await (await fetch(`${server.url}/api/v1/cases`, { headers: { "x-api-key": secret } })).json() as { data: { cases: Array<{ id: string }> } }).data.cases;
     await post(`/api/v1/cases/${opened?.id}`, { status: "investigating", note: "looking" }, "PATCH");
     const created = (await (await post("/api/v1/webhooks/endpoints", { url: "http://127.0.0.1:9/hook" })).json()) as { data: { webhook: { id: string }; secret: string } };
@@ -49,7 +49,7 @@ describe("audit log of the running service", () => {
     expect(page.status).toBe(200);
     const keyId = server.app.keys.find(secret)?.id;
     const actions = page.entries.map((e) => `${e.action} ${e.actor}`);
-    // The decision's entry and its case's are both written by background tasks, in either order.
+    // The decision's entry and its case's follow the answer, written together (decision first).
     expect([...actions.slice(0, 3), ...actions.slice(3, 5).sort(), ...actions.slice(5)]).toEqual([
       "account.created system",
       "key.created system",
@@ -87,7 +87,7 @@ describe("audit log of the running service", () => {
     expect((await entries(noAudit)).status).toBe(403);
   });
 
-  it("commits a decision's entry with the decision, before the response, and only one per decision", async () => {
+  it("writes one decision.made entry per decision, right after the answer, from a task committed with the decision", async () => {
     const account = server.createAccount();
     const response = await fetch(`${server.url}/api/v1/decide`, {
       method: "POST",
@@ -95,19 +95,26 @@ describe("audit log of the running service", () => {
       body: JSON.stringify({ userId: "u", action: "login", ip: "81.2.69.160" }),
     });
     const { data } = (await response.json()) as { data: { evidenceId: string } };
-    // No outbox work in between: the entry was in the decide's transaction.
+    await server.app.settled();
     const row = server.app.db
-      .prepare("SELECT subject, body FROM audit_log WHERE action = 'decision.made' AND account_id = ?")
-      .get(account.account.id) as { subject: string; body: string };
+      .prepare("SELECT subject, at, body FROM audit_log WHERE action = 'decision.made' AND account_id = ?")
+      .get(account.account.id) as { subject: string; at: number; body: string };
     expect(row.subject).toMatch(/^dec_/);
     expect(JSON.parse(row.body)).toMatchObject({ data: { evidenceId: data.evidenceId, userId: "u", action: "login" } });
+    // Stamped with the decision's time, not the moment it was written.
+    const decision = server.app.db.prepare("SELECT created_at FROM decisions WHERE id = ?").get(row.subject) as { created_at: number };
+    expect(row.at).toBe(decision.created_at);
+    // The follow-up task is gone once carried out.
     expect(server.app.db.prepare("SELECT count(*) AS n FROM outbox WHERE account_id = ?").get(account.account.id)).toEqual({ n: 0 });
-    // The unique index refuses a second decision.made for the same decision.
-    const again = server.app.db.prepare("SELECT * FROM audit_log WHERE subject = ?").get(row.subject) as Record<string, unknown>;
-    expect(() =>
-      server.app.db.prepare("INSERT INTO audit_log (seq, id, at, account_id, environment, actor, action, subject, body, prev_hash, hash, signature) VALUES (@seq + 1000000, @id || 'x', @at, @account_id, @environment, @actor, @action, @subject, @body, @prev_hash, @hash, @signature)").run(again),
-    ).toThrow(/UNIQUE/);
+
+    // Carried out again (a crash after the entry, before the task's removal), it writes nothing more.
+    const payload = { audit: { accountId: account.account.id, environment: "test", actor: "key_x", action: "decision.made", subject: row.subject, data: {}, at: decision.created_at }, caseEvents: [], at: decision.created_at };
+    server.app.db
+      .prepare("INSERT INTO outbox (kind, account_id, environment, payload, status, next_attempt_at, created_at, updated_at) VALUES ('decision.follow-up', ?, 'test', ?, 'pending', 0, 0, 0)")
+      .run(account.account.id, JSON.stringify(payload));
+    await server.app.settled();
     expect((await entries(account.keys.test.secret, "?action=decision.made")).count).toBe(1);
+    expect(server.app.db.prepare("SELECT count(*) AS n FROM outbox WHERE account_id = ?").get(account.account.id)).toEqual({ n: 0 });
   });
 });
 

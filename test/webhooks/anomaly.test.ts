@@ -27,7 +27,7 @@ async function decide(key: string, deny: boolean, times: number): Promise<void> 
     const res = await fetch(`${server.url}/api/v1/decide`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": key }, body: JSON.stringify(body) });
     expect(((await res.json()) as { data: { decision: string } }).data.decision === "deny").toBe(deny);
   }
-  await server.app.outbox.drain();
+  await server.app.settled();
 }
 
 describe("anomaly.detected", () => {

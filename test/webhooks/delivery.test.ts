@@ -48,7 +48,7 @@ async function decide(key: string, risky: boolean): Promise<void> {
 }
 
 /** Runs whatever the outbox has due at the manual clock's time. */
-const drain = () => server.app.outbox.drain();
+const drain = () => server.app.settled();
 
 beforeAll(async () => {
   server = await startTestServer({ clock, env: { FRAUD_WEBHOOK_ALLOW_PRIVATE: "true" } });

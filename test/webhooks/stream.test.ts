@@ -59,7 +59,7 @@ describe("WebSocket delivery", () => {
     const idle = await connect(`?endpoint=${other.id}`, { "x-api-key": keys.test.secret });
     if (!("socket" in opened) || !("socket" in idle)) throw new Error("refused");
     await decide();
-    await server.app.outbox.drain();
+    await server.app.settled();
     await expect.poll(() => opened.messages.length).toBe(1);
     const [message] = opened.messages;
     const event = JSON.parse(message?.payload ?? "{}") as WebhookEvent;
