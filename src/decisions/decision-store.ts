@@ -66,7 +66,7 @@ export class DecisionStore {
   private readonly writeEach;
   private readonly followUpAll;
   private readonly leftOverStmt;
-  /** Follow-ups of the last batch written, for {@link followUp}. */
+  /** Follow-ups of the batches written since the last {@link followUp}. */
   private pending: PendingFollowUp[] = [];
 
   constructor(db: Db, signer: AuditSigner) {
@@ -166,26 +166,25 @@ export class DecisionStore {
   write(batch: readonly StoredDecisionWrite[]): WriteResult[] {
     try {
       const { results, followUpsOut } = this.writeAll.immediate(batch);
-      this.pending = followUpsOut;
+      this.pending.push(...followUpsOut);
       return results;
     } catch {
       // One of the writes failed (or the commit): find out which, storing the others.
     }
     try {
       const { results, followUpsOut } = this.writeEach.immediate(batch);
-      this.pending = followUpsOut;
+      this.pending.push(...followUpsOut);
       return results;
     } catch (error) {
-      this.pending = [];
       const message = error instanceof Error ? error.message : String(error);
       return batch.map(() => ({ kind: "failed", message }));
     }
   }
 
   /**
-   * The second transaction: the follow-ups of the batch {@link write} stored.
-   * `failed` counts those left to the outbox runner; `queuedEvents` says
-   * whether case events were queued for it to deliver.
+   * The second transaction: the follow-ups of the batches {@link write} stored
+   * since the last call. `failed` counts those left to the outbox runner;
+   * `queuedEvents` says whether case events were queued for it to deliver.
    */
   followUp(): { failed: number; queuedEvents: boolean } {
     const pending = this.pending;

@@ -1,5 +1,6 @@
 // The decision writer's thread: it owns a read-write connection and stores the
-// batches of decide writes the request thread sends, one transaction each.
+// batches of decide writes the request thread sends, one transaction each,
+// then what follows them (decision-store.ts).
 import { parentPort, workerData } from "node:worker_threads";
 import { AuditSigner } from "../audit/signer.js";
 import { openDatabase } from "../store/database.js";
@@ -18,6 +19,7 @@ if (!port) throw new Error("writer-worker.ts runs as a worker thread");
 
 port.on("message", (request: WriterRequest) => {
   if (request.kind === "close") {
+    if (awaitingFollowUp.length > 0) followUp();
     db.close();
     port.postMessage({ kind: "closed" } satisfies WriterReply);
     port.close();
@@ -25,7 +27,14 @@ port.on("message", (request: WriterRequest) => {
   }
   if (request.batch === crashOnBatch) process.exit(70);
   port.postMessage({ kind: "written", batch: request.batch, results: store.write(request.writes) } satisfies WriterReply);
-  // The answers are on their way: now what follows them.
-  port.postMessage({ kind: "followed", batch: request.batch, ...store.followUp() } satisfies WriterReply);
+  // The answers are on their way; what follows them waits until the batches that have already arrived are
+  // stored (their callers are waiting), then goes in one transaction for all of them.
+  if (awaitingFollowUp.push(request.batch) === 1) setImmediate(followUp);
 });
+
+const awaitingFollowUp: number[] = [];
+function followUp(): void {
+  const batches = awaitingFollowUp.splice(0);
+  port?.postMessage({ kind: "followed", batches, ...store.followUp() } satisfies WriterReply);
+}
 port.postMessage({ kind: "ready", ...store.recover() } satisfies WriterReply);

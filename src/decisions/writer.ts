@@ -41,8 +41,8 @@ export type WriterReply =
   /** Open, with the follow-ups an earlier writer left now carried out. */
   | { kind: "ready"; recovered: number; queuedEvents: boolean }
   | { kind: "written"; batch: number; results: WriteResult[] }
-  /** The batch's follow-ups are done; `failed` of them were left to the outbox runner. */
-  | { kind: "followed"; batch: number; failed: number; queuedEvents: boolean }
+  /** The batches' follow-ups are done; `failed` of them were left to the outbox runner. */
+  | { kind: "followed"; batches: number[]; failed: number; queuedEvents: boolean }
   | { kind: "closed" };
 
 /**
@@ -181,7 +181,7 @@ export class DecisionWriter {
           resolve();
         }
         else if (reply.kind === "written") this.settle(reply.batch, reply.results);
-        else if (reply.kind === "followed") this.followed(reply.batch, reply.failed, reply.queuedEvents);
+        else if (reply.kind === "followed") this.followed(reply.batches, reply.failed, reply.queuedEvents);
       });
       worker.once("error", (error) => {
         reject(error);
@@ -232,11 +232,11 @@ export class DecisionWriter {
     this.flush();
   }
 
-  private followed(batch: number, failed: number, queuedEvents: boolean): void {
-    this.following.delete(batch);
+  private followed(batches: number[], failed: number, queuedEvents: boolean): void {
+    for (const batch of batches) this.following.delete(batch);
     if (queuedEvents) this.outbox.notify();
     if (failed > 0) {
-      this.logger.log("warn", "decision follow-ups failed; the outbox runner retries them", { batch, failed });
+      this.logger.log("warn", "decision follow-ups failed; the outbox runner retries them", { batches, failed });
     }
     if (this.isIdle()) this.whenIdle();
   }
