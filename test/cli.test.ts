@@ -123,3 +123,23 @@ describe("SIGTERM", () => {
     expect(server.output()).toMatch(/"msg":"stopped"/);
   });
 });
+
+describe("fraudctl reference build", () => {
+  it("writes the reference snapshot where FRAUD_REFERENCE_SNAPSHOT_DIR says, and fails clearly where it cannot", async () => {
+    const snapshotDir = tempDir("snapshot-");
+    try {
+      const built = await runFraudctl(["reference", "build"], { ...env, FRAUD_REFERENCE_SNAPSHOT_DIR: snapshotDir });
+      expect(built.code).toBe(0);
+      expect(built.stdout).toMatch(/reference tables built and snapshot written in \d+ ms/);
+      expect(fs.readdirSync(snapshotDir)).toEqual(["reference-tables-v1.bin"]);
+
+      // A directory inside a regular file cannot be created.
+      const blocked = `${snapshotDir}/reference-tables-v1.bin/cache`;
+      const refused = await runFraudctl(["reference", "build"], { ...env, FRAUD_REFERENCE_SNAPSHOT_DIR: blocked });
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(/built the reference tables but could not write their snapshot: .*(ENOTDIR|EEXIST)/);
+    } finally {
+      fs.rmSync(snapshotDir, { recursive: true, force: true });
+    }
+  }, 30_000);
+});
