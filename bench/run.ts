@@ -13,6 +13,9 @@
 //   --grpc-channels N    BENCH_GRPC_CHANNELS     gRPC connections (2)
 //   --engine-iterations N BENCH_ENGINE_ITERATIONS engine micro-benchmark operations (50000)
 //   --only a,b           BENCH_ONLY              runs to do: run ids from the table, or "engine"
+// Environment only, for investigating:
+//   BENCH_SERVICE_NODE_OPTIONS  extra node options of the service, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"
+//   BENCH_KEEP_DATA=1           keep the temporary directory (database, service log) and print its path
 
 import fs from "node:fs";
 import os from "node:os";
