@@ -14,9 +14,9 @@ import type { StoredDecisionWrite } from "./decision-store.js";
  * case's audit entry and `case.created` event.
  *
  * The task is written in the decide's own transaction, so it survives a crash.
- * The decision writer carries it out right after that transaction, once the
- * answer is on its way, in a second transaction of its own for the whole batch
- * (decision-store.ts); the outbox runner only takes a task the writer has not
+ * The decision writer carries it out within a few milliseconds of that
+ * transaction, the answer already on its way, in a second transaction shared
+ * by the batches answered meanwhile (decision-store.ts, writer-worker.ts); the outbox runner only takes a task the writer has not
  * removed after {@link FOLLOW_UP_GRACE_MS} (its thread died, or the follow-up
  * failed and goes through the runner's retries and dead letters). Both run
  * {@link DecisionFollowUps.run}, which is idempotent: one decision.made entry
