@@ -5,7 +5,7 @@ import type { AuditActor, AuditFields } from "./entry.js";
 
 /**
  * Part 4.1's first side effect: a signed entry for every decision, written
- * right after its answer as part of the decision's follow-up
+ * within milliseconds of its answer as part of the decision's follow-up
  * (decisions/follow-up.ts), which the decision writer carries out for a whole
  * batch in one transaction.
  */

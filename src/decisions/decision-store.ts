@@ -24,7 +24,7 @@ export interface StoredDecisionWrite {
   evidence: Record<string, unknown>;
   history: HistoryUpdate;
   idempotency?: { key: string; entry: IdempotentResponse };
-  /** The case the decision opens (score at or above 80, or a review rule), opened right after it. */
+  /** The case the decision opens (score at or above 80, or a review rule), opened just after it. */
   openCase?: NewCase;
   /** The side effects' outbox tasks (events), collected on the request thread, stored with the decision. */
   outbox: OutboxEntry[];

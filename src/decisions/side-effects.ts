@@ -35,7 +35,7 @@ export function registerDecisionSideEffects(writer: DecisionWriter, events: Even
       });
     }
   });
-  // Stored with the case, right after the decision is answered (follow-up.ts).
+  // Stored with the case, within milliseconds of the decision's answer (follow-up.ts).
   writer.addCaseEffect(({ tenant, openCase, now }) => {
     if (openCase) events.publish(tenant, "case.created", { case: caseSummary(openedCase(openCase, now)) });
   });
