@@ -9,7 +9,7 @@ import type { Tenant } from "../store/tenant.js";
 import type { CaseSummary } from "../webhooks/events.js";
 import { CASE_SCORE_THRESHOLD, canTransition, isClosed, priorityFromScore, allowedTransitions, type CaseStatus } from "./lifecycle.js";
 
-/** A case to open with its decision: what the decision writer stores in the decide's transaction. */
+/** A case a decision opens: what the decision writer stores as the decision's follow-up (decisions/follow-up.ts). */
 export type NewCase = Pick<StoredCase, "id" | "decisionId" | "userId" | "priority" | "score" | "decision" | "reasons">;
 
 /**
@@ -69,7 +69,7 @@ export function caseSummary(stored: StoredCase): CaseSummary {
 
 /**
  * Moving cases along their lifecycle, with their events and audit entries.
- * (Cases are opened with their decisions, by the decision writer.)
+ * (Cases are opened by the decision writer, as their decisions' follow-ups.)
  */
 export class CaseService {
   private readonly updateTx;

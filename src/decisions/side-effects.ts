@@ -4,10 +4,10 @@ import { decisionEventType, type Decision } from "../webhooks/events.js";
 import type { DecisionWriter } from "./writer.js";
 
 /**
- * Part 4.1's asynchronous side effects of a decide, queued in the decide's own
- * transaction: the events for webhooks and streams (the decision, the policy
- * rules that matched, the case it opened). They are dispatched after the
- * response and survive a crash.
+ * Part 4.1's asynchronous side effects of a decide: the events for webhooks
+ * and streams. The decision's and the matched policy rules' are queued in the
+ * decide's own transaction, the opened case's with the case (follow-up.ts).
+ * They are dispatched after the response and survive a crash.
  */
 export function registerDecisionSideEffects(writer: DecisionWriter, events: EventPublisher): void {
   writer.addEffect(({ tenant, decision, policy }) => {
