@@ -9,7 +9,7 @@ import type { AuditActor, AuditFields } from "./entry.js";
  * (decisions/follow-up.ts), which the decision writer carries out for a whole
  * batch in one transaction.
  */
-export function decisionAuditFields(write: { tenant: Tenant; actor: AuditActor; decision: StoredDecision<DecisionDetails> }): AuditFields {
+export function decisionAuditFields(write: { tenant: Tenant; actor: AuditActor; decision: StoredDecision<DecisionDetails> }): AuditFields & { subject: string } {
   const { tenant, actor, decision } = write;
   return {
     ...tenant,

@@ -4,7 +4,7 @@ import type { AuditSigner } from "../audit/signer.js";
 import type { NewCase } from "../cases/case-service.js";
 import { systemClock } from "../clock.js";
 import { entityKeys } from "../graph/entities.js";
-import { OutboxInserter, type OutboxEntry } from "../outbox/outbox.js";
+import { OutboxTable, type OutboxEntry } from "../outbox/outbox.js";
 import { SqliteAuditStore } from "../store/audit.js";
 import type { Db } from "../store/database.js";
 import { DecisionRepository, type StoredDecision } from "../store/decisions.js";
@@ -65,7 +65,7 @@ export class DecisionStore {
   private readonly writeAll;
   private readonly writeEach;
   private readonly followUpAll;
-  private readonly leftOverStmt;
+  private readonly outbox;
   /** Follow-ups of the batches written since the last {@link followUp}. */
   private pending: PendingFollowUp[] = [];
 
@@ -74,13 +74,11 @@ export class DecisionStore {
     const history = new HistoryRepository(db);
     const idempotency = new IdempotencyRepository(db);
     const graph = new GraphRepository(db);
-    const outbox = new OutboxInserter(db);
+    const outbox = new OutboxTable(db);
+    this.outbox = outbox;
+    const auditStore = new SqliteAuditStore(db);
     // Entries carry the decision's time (AuditFields.at); the clock only stamps what has none.
-    const followUps = new DecisionFollowUps(db, new AuditLog(new SqliteAuditStore(db), signer, systemClock), outbox);
-    const deleteTask = db.prepare<[number]>("DELETE FROM outbox WHERE id = ?");
-    this.leftOverStmt = db.prepare<[string, number], { id: number; account_id: string; environment: "test" | "live"; payload: string }>(
-      "SELECT id, account_id, environment, payload FROM outbox WHERE kind = ? AND status = 'pending' AND id > ? ORDER BY id LIMIT 500",
-    );
+    const followUps = new DecisionFollowUps(db, auditStore, new AuditLog(auditStore, signer, systemClock), outbox);
 
     const store = (write: StoredDecisionWrite, followUpsOut: PendingFollowUp[]): WriteResult => {
       const { tenant, now } = write;
@@ -118,17 +116,17 @@ export class DecisionStore {
       });
       return { results, followUpsOut };
     });
-    const followUpInSavepoint = db.transaction((pending: PendingFollowUp) => {
-      followUps.run(pending.tenant, pending.payload);
-      deleteTask.run(pending.task);
+    const followUpInSavepoint = db.transaction((pending: PendingFollowUp): boolean => {
+      const queuedEvents = followUps.run(pending.tenant, pending.payload);
+      outbox.delete(pending.task);
+      return queuedEvents;
     });
     this.followUpAll = db.transaction((pending: readonly PendingFollowUp[]) => {
       let failed = 0;
       let queuedEvents = false;
       for (const followUp of pending) {
         try {
-          followUpInSavepoint(followUp);
-          queuedEvents ||= followUp.payload.openCase !== undefined && followUp.payload.caseEvents.length > 0;
+          queuedEvents = followUpInSavepoint(followUp) || queuedEvents;
         } catch {
           // Its task stays: the outbox runner retries it after the grace period, then dead-letters it.
           failed++;
@@ -148,16 +146,15 @@ export class DecisionStore {
     let recovered = 0;
     let queuedEvents = false;
     for (let after = 0; ; ) {
-      const rows = this.leftOverStmt.all(DECISION_FOLLOW_UP_TASK, after);
-      if (rows.length === 0) return { recovered, queuedEvents };
-      after = rows[rows.length - 1]?.id ?? after;
-      this.pending = rows.map((row) => ({
-        tenant: { accountId: row.account_id, environment: row.environment },
-        task: row.id,
-        payload: JSON.parse(row.payload) as FollowUpPayload,
-      }));
+      const tasks = this.outbox.pendingOfKind(DECISION_FOLLOW_UP_TASK, after, 500);
+      const last = tasks.at(-1);
+      if (!last) return { recovered, queuedEvents };
+      after = last.id;
+      // A task without a tenant is left to the outbox runner, which dead-letters it.
+      const leftOver = tasks.flatMap((task) => (task.tenant ? [{ tenant: task.tenant, task: task.id, payload: JSON.parse(task.payload) as FollowUpPayload }] : []));
+      this.pending = leftOver;
       const done = this.followUp();
-      recovered += rows.length - done.failed;
+      recovered += leftOver.length - done.failed;
       queuedEvents ||= done.queuedEvents;
     }
   }

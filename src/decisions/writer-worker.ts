@@ -19,9 +19,9 @@ if (!port) throw new Error("writer-worker.ts runs as a worker thread");
 
 port.on("message", (request: WriterRequest) => {
   if (request.kind === "close") {
+    // The request thread closes only once every follow-up is done; this only guards against a change to that.
     if (awaitingFollowUp.length > 0) followUp();
     db.close();
-    port.postMessage({ kind: "closed" } satisfies WriterReply);
     port.close();
     return;
   }
@@ -40,6 +40,7 @@ const FOLLOW_UP_DELAY_MS = 5;
 
 const awaitingFollowUp: number[] = [];
 function followUp(): void {
+  if (awaitingFollowUp.length === 0) return;
   const batches = awaitingFollowUp.splice(0);
   port?.postMessage({ kind: "followed", batches, ...store.followUp() } satisfies WriterReply);
 }

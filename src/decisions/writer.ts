@@ -7,8 +7,6 @@ import type { StoredDecisionWrite, WriteResult } from "./decision-store.js";
 
 /** What the account's policies asked for beyond the decision itself. */
 export interface PolicyEffects {
-  /** A deciding rule's action was review: open a case whatever the score. */
-  review: boolean;
   /** Rules that matched (active and shadow), for policy.triggered events. */
   triggered: Array<Omit<PolicyTriggeredEventData, "decisionId" | "requestId" | "userId" | "action" | "score">>;
   /** Shadow policies' results, for the decision event. */
@@ -42,8 +40,7 @@ export type WriterReply =
   | { kind: "ready"; recovered: number; queuedEvents: boolean }
   | { kind: "written"; batch: number; results: WriteResult[] }
   /** The batches' follow-ups are done; `failed` of them were left to the outbox runner. */
-  | { kind: "followed"; batches: number[]; failed: number; queuedEvents: boolean }
-  | { kind: "closed" };
+  | { kind: "followed"; batches: number[]; failed: number; queuedEvents: boolean };
 
 /**
  * Batches handed to the writer's thread at once. Two: while one is written the
@@ -86,6 +83,10 @@ export class DecisionWriter {
   /** Threads started so far (a new one replaces one that died). */
   private starts = 0;
   private ready!: Promise<void>;
+  /** Settles when the current thread has exited. */
+  private exited!: Promise<void>;
+  /** Between a thread's start and its "ready" (which carries out the follow-ups an earlier one left). */
+  private starting = true;
   private queue: Pending[] = [];
   private flushScheduled = false;
   /** Batches handed to the writer's thread and not yet answered, by number. */
@@ -157,9 +158,8 @@ export class DecisionWriter {
   close(): Promise<void> {
     this.closing ??= (async () => {
       await this.settled();
-      const closed = new Promise<void>((resolve) => this.worker.once("exit", () => resolve()));
       this.worker.postMessage({ kind: "close" } satisfies WriterRequest);
-      await closed;
+      await this.exited;
     })();
     return this.closing;
   }
@@ -173,12 +173,16 @@ export class DecisionWriter {
       resourceLimits: { maxYoungGenerationSizeMb: 8 },
     });
     this.worker = worker;
+    this.starting = true;
+    this.exited = new Promise((resolve) => worker.once("exit", () => resolve()));
     this.ready = new Promise((resolve, reject) => {
       worker.on("message", (reply: WriterReply) => {
         if (reply.kind === "ready") {
           if (reply.recovered > 0) this.logger.log("info", "carried out decision follow-ups left by an earlier writer", { count: reply.recovered });
           if (reply.queuedEvents) this.outbox.notify();
+          this.starting = false;
           resolve();
+          if (this.isIdle()) this.whenIdle();
         }
         else if (reply.kind === "written") this.settle(reply.batch, reply.results);
         else if (reply.kind === "followed") this.followed(reply.batches, reply.failed, reply.queuedEvents);
@@ -188,14 +192,19 @@ export class DecisionWriter {
         this.logger.log("error", "the decision writer failed", { error: error.stack ?? error.message });
       });
       worker.once("exit", (code) => {
-        if (this.closing) return;
         // Whatever was being written may or may not have committed; its callers get an error, not a guess.
+        // (The follow-ups it had not done are still tasks: the next writer, or the outbox runner, does them.)
         const lost = [...[...this.inFlight.values()].flat(), ...this.queue];
         this.inFlight.clear();
         this.following.clear();
         this.queue = [];
+        this.starting = false;
         for (const pending of lost) pending.reject(new Error(`the decision writer stopped (exit code ${code})`));
-        this.whenIdle();
+        if (this.closing) {
+          // Closing: nothing to restart; close() waits for this exit.
+          this.whenIdle();
+          return;
+        }
         this.logger.log("error", "the decision writer stopped; starting a new one", { code });
         this.start();
       });
@@ -242,7 +251,7 @@ export class DecisionWriter {
   }
 
   private isIdle(): boolean {
-    return this.inFlight.size === 0 && this.following.size === 0 && this.queue.length === 0;
+    return !this.starting && this.inFlight.size === 0 && this.following.size === 0 && this.queue.length === 0;
   }
 
   private whenIdle(): void {

@@ -8,7 +8,7 @@ export const EVENT_TASK = "event";
 
 /** A destination of events: webhook fan-out, WebSocket streams. */
 export interface EventSink {
-  /** Whether it would deliver an event of this type for the tenant now; asked inside the causing transaction, so cheap. */
+  /** Whether it would deliver an event of this type for the tenant now; asked on every publish, so cheap. */
   wants(tenant: Tenant, type: EventType): boolean;
   /** Receives the event once it is out of the transaction that caused it. */
   deliver(tenant: Tenant, event: WebhookEvent, body: string): void | Promise<void>;

@@ -56,14 +56,43 @@ export interface OutboxEntry {
   now: number;
 }
 
-/** Inserts outbox entries over one connection: the outbox's own, or the decision writer's. */
-export class OutboxInserter {
+/** A task's entry: the payload serialised, due at `runAt` (now when undefined). */
+export function outboxEntry(kind: string, tenant: Tenant | undefined, payload: unknown, now: number, runAt?: number): OutboxEntry {
+  return {
+    kind,
+    accountId: tenant?.accountId ?? null,
+    environment: tenant?.environment ?? null,
+    payload: JSON.stringify(payload),
+    at: runAt ?? now,
+    now,
+  };
+}
+
+/** A pending task as read back, with its tenant. */
+export interface PendingTask {
+  id: number;
+  tenant: Tenant | undefined;
+  payload: string;
+}
+
+/**
+ * The outbox table over one connection: the outbox's own, or the decision
+ * writer's, which inserts, carries out and removes the follow-ups of its
+ * decisions itself (decisions/follow-up.ts).
+ */
+export class OutboxTable {
   private readonly insertStmt;
+  private readonly deleteStmt;
+  private readonly pendingOfKindStmt;
 
   constructor(db: Db) {
     this.insertStmt = db.prepare<[OutboxEntry]>(
       `INSERT INTO outbox (kind, account_id, environment, payload, status, next_attempt_at, created_at, updated_at)
        VALUES (@kind, @accountId, @environment, @payload, 'pending', @at, @now, @now)`,
+    );
+    this.deleteStmt = db.prepare<[number]>("DELETE FROM outbox WHERE id = ?");
+    this.pendingOfKindStmt = db.prepare<[string, number, number], OutboxRow>(
+      "SELECT * FROM outbox WHERE kind = ? AND status = 'pending' AND id > ? ORDER BY id LIMIT ?",
     );
   }
 
@@ -71,6 +100,19 @@ export class OutboxInserter {
   insert(entry: OutboxEntry): number {
     return Number(this.insertStmt.run(entry).lastInsertRowid);
   }
+
+  delete(id: number): void {
+    this.deleteStmt.run(id);
+  }
+
+  /** Up to `limit` pending tasks of one kind with ids above `afterId`, oldest first. */
+  pendingOfKind(kind: string, afterId: number, limit: number): PendingTask[] {
+    return this.pendingOfKindStmt.all(kind, afterId, limit).map((row) => ({ id: row.id, tenant: tenantOf(row), payload: row.payload }));
+  }
+}
+
+function tenantOf(row: OutboxRow): Tenant | undefined {
+  return row.account_id && row.environment ? { accountId: row.account_id, environment: row.environment } : undefined;
 }
 
 interface OutboxRow {
@@ -89,18 +131,20 @@ interface OutboxRow {
  * The durable outbox: side effects are written as rows in the same SQLite
  * transaction as the change that causes them, and a runner in the server
  * carries them out afterwards, retrying with backoff. After a crash the rows
- * are still there; handlers are idempotent (they key their effects on the
- * task), so every effect happens exactly once in effect. Tasks that exhaust
+ * are still there, and a task that ran but was not yet marked done runs
+ * again: handlers key their stored effects on the task, so those happen once,
+ * while what leaves the service (webhook deliveries) is at least once
+ * (docs/webhooks.md). Tasks that exhaust
  * their retries stay as 'dead' rows: the one dead-letter queue of the service.
  */
 export class Outbox {
   private readonly handlers = new Map<string, TaskHandler>();
-  private readonly inserter;
+  /** The table, for code that carries out tasks of its own kind in its own transactions (decisions/follow-up.ts). */
+  readonly table: OutboxTable;
   /** While {@link collect} runs: where enqueued tasks go instead of the table. */
   private collecting: OutboxEntry[] | undefined;
   private readonly dueStmt;
   private readonly rowStmt;
-  private readonly deleteStmt;
   private readonly retryStmt;
   private readonly deadStmt;
   private readonly pendingStmt;
@@ -119,13 +163,12 @@ export class Outbox {
     private readonly clock: Clock,
     private readonly logger: Logger,
   ) {
-    this.inserter = new OutboxInserter(db);
+    this.table = new OutboxTable(db);
     // Ids only, straight from the index: rows already running are skipped before their payloads are read.
     this.dueStmt = db.prepare<[number, number], { id: number }>(
       "SELECT id FROM outbox WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?",
     );
     this.rowStmt = db.prepare<[number], OutboxRow>("SELECT * FROM outbox WHERE id = ? AND status = 'pending'");
-    this.deleteStmt = db.prepare<[number]>("DELETE FROM outbox WHERE id = ?");
     this.retryStmt = db.prepare<[number, string, number, number]>(
       "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?, updated_at = ? WHERE id = ?",
     );
@@ -139,7 +182,7 @@ export class Outbox {
     this.settle = db.transaction((results: Array<[OutboxRow, TaskOutcome]>) => {
       const now = this.clock.now();
       for (const [row, outcome] of results) {
-        if (outcome.kind === "done") this.deleteStmt.run(row.id);
+        if (outcome.kind === "done") this.table.delete(row.id);
         else if (outcome.kind === "retry") this.retryStmt.run(outcome.at, outcome.error, now, row.id);
         else {
           this.deadStmt.run(outcome.error, now, row.id);
@@ -158,27 +201,19 @@ export class Outbox {
 
   /** Adds a task; call it inside the transaction of the change that causes it. */
   enqueue(kind: string, tenant: Tenant | undefined, payload: unknown, runAt?: number): void {
-    const now = this.clock.now();
-    const entry: OutboxEntry = {
-      kind,
-      accountId: tenant?.accountId ?? null,
-      environment: tenant?.environment ?? null,
-      payload: JSON.stringify(payload),
-      at: runAt ?? now,
-      now,
-    };
+    const entry = outboxEntry(kind, tenant, payload, this.clock.now(), runAt);
     if (this.collecting) {
       this.collecting.push(entry);
       return;
     }
-    this.inserter.insert(entry);
+    this.table.insert(entry);
     this.wakeSoon();
   }
 
   /**
    * Runs `work` and returns the tasks it enqueued instead of inserting them:
    * for a transaction committed by another connection (the decision writer),
-   * which inserts them with an {@link OutboxInserter}. Call {@link notify}
+   * which inserts them with an {@link OutboxTable}. Call {@link notify}
    * once it has committed.
    */
   collect(work: () => void): OutboxEntry[] {
@@ -295,7 +330,7 @@ export class Outbox {
     try {
       this.settle(batch);
     } catch (error) {
-      // The rows stay pending and run again: effects are idempotent, so nothing is lost or doubled.
+      // The rows stay pending and run again: nothing is lost, and stored effects are not doubled.
       this.logger.log("error", "could not record background task outcomes", { error: String(error) });
     }
     for (const [row] of batch) {
@@ -310,7 +345,7 @@ export class Outbox {
     const task: OutboxTask = {
       id: row.id,
       kind: row.kind,
-      tenant: row.account_id && row.environment ? { accountId: row.account_id, environment: row.environment } : undefined,
+      tenant: tenantOf(row),
       payload: JSON.parse(row.payload) as unknown,
       attempts: row.attempts,
       createdAt: row.created_at,

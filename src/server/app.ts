@@ -55,7 +55,7 @@ import { createCaseService } from "../services/cases.js";
 import { CaseService } from "../cases/case-service.js";
 import { registerDecisionSideEffects } from "../decisions/side-effects.js";
 import { EventPublisher } from "../events/publisher.js";
-import { Outbox, OutboxInserter } from "../outbox/outbox.js";
+import { Outbox } from "../outbox/outbox.js";
 import { Checkpointer } from "../store/checkpointer.js";
 import { CaseRepository } from "../store/cases.js";
 import { DecisionEngine } from "../decisions/engine.js";
@@ -146,7 +146,7 @@ export function buildApp(options: AppOptions): App {
   const caseLifecycle = new CaseService(db, cases, events, clock, audit);
   registerDecisionSideEffects(writer, events);
   // Follow-ups the writer could not carry out (its thread died) are the outbox runner's.
-  registerFollowUpTask(outbox, new DecisionFollowUps(db, audit, new OutboxInserter(db)), audit);
+  registerFollowUpTask(outbox, new DecisionFollowUps(db, auditStore, audit, outbox.table));
   registerAnomalyDetection(writer, events);
   const graph = new GraphRepository(db);
   const webhookRepository = new WebhookRepository(db);

@@ -17,6 +17,7 @@ export class SqliteAuditStore implements AuditStore {
   private readonly insertStmt;
   private readonly allStmt;
   private readonly pageStmt;
+  private readonly decisionEntryStmt;
   private readonly appendTx;
   private readonly appendInTransaction;
   private readonly atomicTx;
@@ -33,6 +34,9 @@ export class SqliteAuditStore implements AuditStore {
       `SELECT * FROM audit_log WHERE account_id = @accountId AND (environment = @environment OR environment IS NULL)
          AND (@action IS NULL OR action = @action)
        ORDER BY seq LIMIT @limit OFFSET @offset`,
+    );
+    this.decisionEntryStmt = db.prepare<[string], { one: number }>(
+      "SELECT 1 AS one FROM audit_log WHERE action = 'decision.made' AND subject = ?",
     );
     this.appendInTransaction = (build: (last: AuditRecord | undefined) => AuditRecord): AuditRecord => {
       const last = this.lastStmt.get();
@@ -58,6 +62,11 @@ export class SqliteAuditStore implements AuditStore {
 
   atomically<T>(work: () => T): T {
     return this.atomicTx.immediate(work) as T;
+  }
+
+  /** Whether the decision has its decision.made entry (one per decision: a unique index). */
+  hasDecisionEntry(decisionId: string): boolean {
+    return this.decisionEntryStmt.get(decisionId) !== undefined;
   }
 
   page(tenant: Tenant, page: AuditPage): AuditRecord[] {

@@ -57,8 +57,10 @@ function severity(denyRate: number): "low" | "medium" | "high" {
  * and that share is at least 30 points above the 50 decisions before them.
  * One event per account and environment per hour at most.
  *
- * The check runs in the decide's transaction on counts kept in memory, so it
- * costs a few additions per decision and its event commits with the decision.
+ * The check runs on the request thread just before the decision goes to the
+ * decision writer, on counts kept in memory, so it costs a few additions per
+ * decision, and its event is committed with the decision. A write that then
+ * fails has still been counted.
  * The windows start empty when the process starts.
  */
 export function registerAnomalyDetection(writer: DecisionWriter, events: EventPublisher): void {
