@@ -18,6 +18,7 @@ import { StatusService } from "../../gen/fraud/v1/status_pb.js";
 import { WebhookService } from "../../gen/fraud/v1/webhook_pb.js";
 import { AuditService } from "../../gen/fraud/v1/audit_pb.js";
 import { DeadLetterService } from "../../gen/fraud/v1/dead_letter_pb.js";
+import { isPermission, type Permission } from "../auth/keys.js";
 
 /** Every service of the public API, in the order they are documented. */
 export const API_SERVICES: readonly DescService[] = [
@@ -38,6 +39,8 @@ export interface MethodContract {
   method: DescMethod;
   http: HttpRule;
   access: AccessRule;
+  /** access.permission, checked against the known permissions at start-up. */
+  permission: Permission;
   rateLimits: RateLimitRule[];
   responseShape: ResponseShape;
 }
@@ -51,10 +54,14 @@ for (const service of API_SERVICES) {
       throw new Error(`${service.typeName}.${method.name} must declare (fraud.v1.http) and (fraud.v1.access)`);
     }
     const httpRule = getOption(method, http);
+    const accessRule = getOption(method, access);
+    const permission = accessRule.permission;
+    if (!isPermission(permission)) throw new Error(`${service.typeName}.${method.name} names an unknown permission ${permission}`);
     contracts.set(method, {
       method,
       http: httpRule,
-      access: getOption(method, access),
+      access: accessRule,
+      permission,
       rateLimits: getOption(method, rate_limit),
       responseShape:
         httpRule.responseShape === ResponseShape.UNSPECIFIED ? ResponseShape.ENVELOPE : httpRule.responseShape,

@@ -1,17 +1,16 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { RateLimitScope } from "../../gen/fraud/v1/options_pb.js";
 import type { KeyService } from "../auth/key-service.js";
-import { isPermission } from "../auth/keys.js";
 import type { Logger } from "../log.js";
 import { callContext } from "./context.js";
 import { contractOf } from "./contract.js";
 import { ERROR_CODE_HEADER, apiError } from "./errors.js";
 import type { RateLimitCheck, RateLimitOutcome, RateLimiter } from "./rate-limiter.js";
-import { validateMessage } from "./validation.js";
+import { invalidRequest, validateMessage } from "./validation.js";
 
 /**
  * The cross-cutting steps every call goes through, whatever its protocol
- * (REST enters through the same router). Order matters and is fixed in
+ * (the REST gateway applies the same list). Order matters and is fixed in
  * `apiInterceptors`: errors outermost, then who is calling, how often, and
  * whether the input is acceptable, before any handler runs.
  */
@@ -76,8 +75,7 @@ export function authInterceptor(keys: KeyService): Interceptor {
     const principal = keys.authenticate(key);
     if (!principal) throw apiError("UNAUTHORIZED", "the API key is invalid, expired or revoked");
     context.principal = principal;
-    const permission = contract.access.permission;
-    if (!isPermission(permission)) throw new Error(`unknown permission ${permission} in the contract`);
+    const permission = contract.permission;
     if (!principal.permissions.has(permission) && !contract.access.allowAnonymous) {
       throw apiError(
         "FORBIDDEN",
@@ -141,10 +139,7 @@ export function validationInterceptor(): Interceptor {
   return (next) => async (req) => {
     if (!req.stream && contractOf(req.method)) {
       const violations = validateMessage(req.method.input, req.message);
-      if (violations.length > 0) {
-        const summary = violations.map((v) => `${v.field} ${v.description}`).join("; ");
-        throw apiError("VALIDATION_ERROR", `invalid request: ${summary}`, { fieldViolations: violations });
-      }
+      if (violations.length > 0) throw invalidRequest(violations);
     }
     return next(req);
   };

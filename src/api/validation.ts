@@ -3,6 +3,8 @@ import { createRegistry, getOption, hasOption, type DescField, type DescMessage 
 import { StringFormat, message_rules, string_value, validate, type FieldRules } from "../../gen/fraud/v1/options_pb.js";
 import { file_fraud_v1_value_sets } from "../../gen/fraud/v1/value_sets_pb.js";
 import type { FieldViolation } from "../../gen/fraud/v1/errors_pb.js";
+import type { ConnectError } from "@connectrpc/connect";
+import { apiError } from "./errors.js";
 
 /**
  * Input validation driven by the `(fraud.v1.validate)` and
@@ -18,6 +20,12 @@ type Check = (message: Fields, path: string, out: Violation[]) => void;
 const compiled = new WeakMap<DescMessage, Check[]>();
 
 /** Returns every rule the message breaks; empty when it is valid. */
+/** The 400 for a request that breaks the contract's rules or shape, naming every violation. */
+export function invalidRequest(violations: readonly Violation[]): ConnectError {
+  const summary = violations.map((v) => `${v.field} ${v.description}`).join("; ");
+  return apiError("VALIDATION_ERROR", `invalid request: ${summary}`, { fieldViolations: [...violations] });
+}
+
 export function validateMessage(desc: DescMessage, message: object): Violation[] {
   const out: Violation[] = [];
   runChecks(desc, message as Fields, "", out);

@@ -35,7 +35,7 @@ export class HealthMonitor {
   }
 
   /** Pending background tasks; undefined when they cannot be counted (the store is failing). */
-  backlog(): number | undefined {
+  private backlog(): number | undefined {
     try {
       return this.backlogs.reduce((sum, gauge) => sum + gauge(), 0);
     } catch {
@@ -44,6 +44,11 @@ export class HealthMonitor {
   }
 
   checks(): CheckResult[] {
+    return this.report().checks;
+  }
+
+  /** The checks and the backlog they were made from (one count of it), for reports that show both. */
+  report(): { checks: CheckResult[]; backlog: number | undefined } {
     let database: CheckResult;
     try {
       this.probe.get();
@@ -52,7 +57,7 @@ export class HealthMonitor {
       database = { name: "database", ok: false, detail: error instanceof Error ? error.message : "failed" };
     }
     const pending = this.backlog();
-    return [
+    const checks = [
       database,
       {
         name: "background",
@@ -61,6 +66,7 @@ export class HealthMonitor {
       },
       { name: "accepting", ok: !this.draining, detail: this.draining ? "shutting down" : "ok" },
     ];
+    return { checks, backlog: pending };
   }
 
   ready(): boolean {

@@ -227,10 +227,13 @@ export function buildApp(options: AppOptions): App {
     metrics,
     health,
     logger,
-    gauges: () => ({
-      fraud_background_backlog: { help: "Pending background tasks (-1 when they cannot be counted).", value: health.backlog() ?? -1 },
-      fraud_ready: { help: "1 when every readiness check passes.", value: health.ready() ? 1 : 0 },
-    }),
+    gauges: () => {
+      const { checks, backlog } = health.report();
+      return {
+        fraud_background_backlog: { help: "Pending background tasks (-1 when they cannot be counted).", value: backlog ?? -1 },
+        fraud_ready: { help: "1 when every readiness check passes.", value: checks.every((check) => check.ok) ? 1 : 0 },
+      };
+    },
   });
   const listener = new DualProtocolListener(dispatcher.listener);
   listener.onUpgrade(eventStream.handleUpgrade);

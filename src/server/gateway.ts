@@ -29,6 +29,7 @@ import { withCallContext, type CallContext } from "../api/context.js";
 import { allContracts, type MethodContract } from "../api/contract.js";
 import { apiError, describeError } from "../api/errors.js";
 import { jsonShapeViolations } from "../api/json-shape.js";
+import { invalidRequest } from "../api/validation.js";
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
@@ -260,10 +261,7 @@ export class RestGateway {
       throw apiError("VALIDATION_ERROR", `${route.verb} ${route.template} takes no query parameters`);
     }
     const shape = jsonShapeViolations(route.contract.method.input, input);
-    if (shape.length > 0) {
-      const summary = shape.map((v) => `${v.field} ${v.description}`).join("; ");
-      throw apiError("VALIDATION_ERROR", `invalid request: ${summary}`, { fieldViolations: shape });
-    }
+    if (shape.length > 0) throw invalidRequest(shape);
     route.pathFields.forEach((field, i) => {
       let value: string;
       try {

@@ -23,9 +23,9 @@ export function registerHealth(router: ConnectRouter, monitor: HealthMonitor, se
       return { status: statusOf(request.service) };
     },
     list() {
-      return {
-        statuses: Object.fromEntries([...known].map((service) => [service, { status: statusOf(service) }])),
-      };
+      // One readiness check for all: every known service shares the server's status.
+      const status = monitor.ready() ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
+      return { statuses: Object.fromEntries([...known].map((service) => [service, { status }])) };
     },
     async *watch(request, ctx) {
       let last: ServingStatus | undefined;

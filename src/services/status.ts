@@ -31,9 +31,8 @@ export function createStatusService(deps: {
       const principal = callContext(ctx.values).principal;
       const detailed = !request.public && principal?.permissions.has("status:read") === true;
 
-      const checks = deps.health.checks();
+      const { checks, backlog } = deps.health.report();
       const databaseOk = checks.find((check) => check.name === "database")?.ok ?? false;
-      const backlog = deps.health.backlog();
       const components: Array<{ name: ComponentName; level: Level; detail: string }> = [
         { name: "API Edge", level: levelFromFailures(deps.metrics.component("API Edge")), detail: "" },
         { name: "API Node", level: levelFromFailures(deps.metrics.component("API Node")), detail: "" },
