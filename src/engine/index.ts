@@ -3,7 +3,7 @@
 
 export { REASONS, REASON_CODES } from "./reasons.js";
 export type { ReasonCode, ReasonInfo } from "./reasons.js";
-export { CATEGORIES, DEFAULT_WEIGHTS, MAX_WEIGHT, MIN_WEIGHT, validateWeights } from "./weights.js";
+export { CATEGORIES, DEFAULT_WEIGHTS, MAX_WEIGHT, MIN_WEIGHT, mapCategories, validateWeights } from "./weights.js";
 export type { Category, CategoryWeights, WeightsValidation } from "./weights.js";
 export { ReferenceData, DEFAULT_DATACENTER_RANGES_PATH } from "./reference-data.js";
 export type { ReferenceDataOptions, SharedReferenceData } from "./reference-data.js";

@@ -24,7 +24,7 @@
 import { REASONS } from "./reasons.js";
 import type { ReasonCode } from "./reasons.js";
 import type { Signals } from "./types.js";
-import { CATEGORIES } from "./weights.js";
+import { CATEGORIES, mapCategories } from "./weights.js";
 import type { Category, CategoryWeights } from "./weights.js";
 
 interface SignalRule {
@@ -235,8 +235,8 @@ export function scoreSignals(signals: Signals, weights: CategoryWeights): ScoreR
     if (risk > 0) fired.push({ rule, category: categoryOf(rule.reason), risk });
   }
 
-  const categoryScores = Object.fromEntries(CATEGORIES.map((category) => [category, 0])) as Record<Category, number>;
-  const remaining = Object.fromEntries(CATEGORIES.map((category) => [category, 1])) as Record<Category, number>;
+  const categoryScores = mapCategories(() => 0);
+  const remaining = mapCategories(() => 1);
   let floorRemaining = 1;
   for (const { rule, category, risk } of fired) {
     remaining[category] *= 1 - risk;
@@ -264,9 +264,7 @@ export function scoreSignals(signals: Signals, weights: CategoryWeights): ScoreR
     confidence,
     confidencePercent: Math.round(confidence * 100),
     reasons: reasons.length > 0 ? reasons : ["LOW_RISK"],
-    categoryScores: Object.fromEntries(
-      CATEGORIES.map((category) => [category, roundTo(categoryScores[category], 3)]),
-    ) as Record<Category, number>,
+    categoryScores: mapCategories((category) => roundTo(categoryScores[category], 3)),
     contributions,
     weightsVersion: weights.version,
     coverage: roundTo(coverage, 3),

@@ -15,6 +15,11 @@ export const CATEGORIES = [
 
 export type Category = (typeof CATEGORIES)[number];
 
+/** A record with one entry per category, in CATEGORIES order. */
+export function mapCategories(value: (category: Category) => number): Record<Category, number> {
+  return Object.fromEntries(CATEGORIES.map((category) => [category, value(category)])) as Record<Category, number>;
+}
+
 export interface CategoryWeights {
   /** Incremented by every weight update; recorded with each decision. */
   version: number;

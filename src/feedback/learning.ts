@@ -4,7 +4,7 @@
 // label's confidence, keeping every weight within [MIN_WEIGHT, MAX_WEIGHT] and
 // the set summing to 1. Pure: the store applies the result with optimistic locking.
 
-import { CATEGORIES, MAX_WEIGHT, MIN_WEIGHT, type Category, type CategoryWeights } from "../engine/index.js";
+import { CATEGORIES, MAX_WEIGHT, MIN_WEIGHT, mapCategories, type Category, type CategoryWeights } from "../engine/index.js";
 import type { ActualOutcome } from "../webhooks/events.js";
 
 /** Total weight one feedback may move between categories (spec part 8: 5 %). */
@@ -91,8 +91,4 @@ export function weightChanges(before: CategoryWeights["weights"], after: Categor
     if (change !== 0) changes[category] = change;
   }
   return changes;
-}
-
-function mapCategories(value: (category: Category) => number): Record<Category, number> {
-  return Object.fromEntries(CATEGORIES.map((category) => [category, value(category)])) as Record<Category, number>;
 }

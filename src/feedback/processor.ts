@@ -9,10 +9,10 @@ import { queueIndicators } from "../consortium/sharing.js";
 import type { DecisionDetails } from "../decisions/record.js";
 import { DEFAULT_WEIGHTS, scoreSignals, type Signals } from "../engine/index.js";
 import type { EventPublisher } from "../events/publisher.js";
-import { entitiesOfRequest, entityKeys } from "../graph/entities.js";
+import { entitiesOfRequest, entityKeys, entityValueOfKind } from "../graph/entities.js";
 import { newId } from "../ids.js";
 import type { Outbox } from "../outbox/outbox.js";
-import { normalizeListEntry, type ListKind } from "../policies/index.js";
+import { normalizeListEntry } from "../policies/index.js";
 import type { ConsortiumRepository } from "../store/consortium.js";
 import type { Db } from "../store/database.js";
 import type { DecisionRepository, StoredDecision } from "../store/decisions.js";
@@ -74,14 +74,6 @@ interface VerifiedEvidence {
   score: number;
   decision: string;
 }
-
-/** The automatic deny lists' kinds, and the entity each takes from a decision. */
-const LIST_VALUES: Record<ListKind, (entities: DecisionEntities) => string> = {
-  user: (entities) => entities.userId,
-  email: (entities) => entities.email,
-  ip: (entities) => entities.ip,
-  device: (entities) => entities.deviceId,
-};
 
 /** What one attempt's transaction committed. */
 interface Committed {
@@ -275,7 +267,7 @@ export class FeedbackProcessor {
     const added: Array<{ list: string; value: string }> = [];
     for (const list of this.deps.lists.list(tenant, now)) {
       if (!list.automatic || list.type !== "deny") continue;
-      const value = normalizeListEntry(list.kind, LIST_VALUES[list.kind](entities));
+      const value = normalizeListEntry(list.kind, entityValueOfKind(entities, list.kind));
       if (value === null) continue;
       if (this.deps.lists.putEntry(tenant, list.name, { value, expiresAt: undefined }, now)) {
         this.deps.lists.touch(tenant, list.name, now);

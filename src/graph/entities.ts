@@ -1,10 +1,38 @@
 import type { JsonValue } from "@bufbuild/protobuf";
 import { parseIp } from "../engine/index.js";
+import type { ListKind } from "../policies/index.js";
 import type { DecisionEntities } from "../store/history.js";
 
 /** Entity kinds of the fraud graph; each key is `<tag>:<value>`. */
 export const ENTITY_TAGS = { user: "u", device: "d", ip: "i", email: "e", card: "c", account: "a" } as const;
 export type EntityKind = keyof typeof ENTITY_TAGS;
+
+/** An e-mail as entity keys hold it: compared case-insensitively, surrounding spaces ignored. */
+export function emailKey(email: string): string {
+  return email.trim().toLowerCase();
+}
+
+/**
+ * The entity value a list kind (user, email, ip, device) takes from a
+ * decision's entities, as the request carried it; undefined for a kind that is
+ * none of these.
+ */
+export function entityValueOfKind(entities: DecisionEntities, kind: ListKind): string;
+export function entityValueOfKind(entities: DecisionEntities, kind: string): string | undefined;
+export function entityValueOfKind(entities: DecisionEntities, kind: string): string | undefined {
+  switch (kind) {
+    case "user":
+      return entities.userId;
+    case "email":
+      return entities.email;
+    case "ip":
+      return entities.ip;
+    case "device":
+      return entities.deviceId;
+    default:
+      return undefined;
+  }
+}
 
 /**
  * Metadata keys whose values join the graph as card and bank-account
@@ -35,7 +63,7 @@ export function entityKeys(entities: DecisionEntities): string[] {
     ["user", entities.userId],
     ["device", entities.deviceId],
     ["ip", ip],
-    ["email", entities.email.trim().toLowerCase()],
+    ["email", emailKey(entities.email)],
     ["card", entities.cardFingerprint],
     ["account", entities.accountNumber],
   ];

@@ -76,6 +76,11 @@ const DECISION_OF: Readonly<Record<RuleAction, Decision>> = {
   review: "challenge",
 };
 
+/** The decision a matching rule's action makes. */
+export function decisionOf(action: RuleAction): Decision {
+  return DECISION_OF[action];
+}
+
 /**
  * Evaluation order: priority descending; at equal priority custom policies
  * before built-in ones, then earlier creation, then id, so the order never
@@ -123,7 +128,7 @@ export function evaluatePolicies(policies: readonly CompiledPolicy[], context: E
   }
 
   return {
-    decision: decidedBy === null ? decideFromScore(context.score) : DECISION_OF[decidedBy.action],
+    decision: decidedBy === null ? decideFromScore(context.score) : decisionOf(decidedBy.action),
     review: decidedBy?.action === "review",
     decidedBy,
     results,

@@ -4,7 +4,7 @@
 
 export { compilePolicy, compilePolicyUncached, formatCompileError, PolicyCache } from "./compile.js";
 export { DEFAULT_POLICY, DEFAULT_POLICY_ID, DEFAULT_POLICY_PRIORITY } from "./default-policy.js";
-export { evaluatePolicies } from "./evaluate.js";
+export { decisionOf, evaluatePolicies } from "./evaluate.js";
 export type { EvaluationContext, PolicyEvaluation, PolicyResult, RuleError } from "./evaluate.js";
 export { ListSnapshot, isValidListName, normalizeListEntry } from "./lists.js";
 export type { ListDefinition, ListKind, ListMatcher } from "./lists.js";

@@ -21,7 +21,7 @@ import type { DecisionDetails, PolicyResultRecord } from "../decisions/record.js
 import type { DecisionWriter, PolicyEffects } from "../decisions/writer.js";
 import type { PolicySets, TenantPolicies } from "../decisions/policy-set.js";
 import type { Metrics } from "../observability/metrics.js";
-import type { PolicyEvaluation, PolicyResult } from "../policies/index.js";
+import { decisionOf, type PolicyEvaluation, type PolicyResult } from "../policies/index.js";
 import {
   decideFromScore,
   deviceFingerprint,
@@ -30,7 +30,7 @@ import {
   type EngineInput,
   type Signals,
 } from "../engine/index.js";
-import { metadataIdentifiers } from "../graph/entities.js";
+import { entityValueOfKind, metadataIdentifiers } from "../graph/entities.js";
 import { newId } from "../ids.js";
 import type { Logger } from "../log.js";
 import type { AccountRepository } from "../store/accounts.js";
@@ -75,14 +75,13 @@ function policyEffects(policies: TenantPolicies, evaluation: PolicyEvaluation, s
     });
   }
   return {
-    review: evaluation.review,
     triggered,
     shadowResults: evaluation.shadowResults.map((result) => {
       const { name, rule } = describe(result);
       return {
         policyId: result.policyId,
         policyName: name,
-        decision: rule ? (rule.action === "review" ? "challenge" : rule.action) : decideFromScore(score),
+        decision: rule ? decisionOf(rule.action) : decideFromScore(score),
         matchedRules: rule ? [rule.index] : [],
       };
     }),
@@ -91,9 +90,8 @@ function policyEffects(policies: TenantPolicies, evaluation: PolicyEvaluation, s
 
 /** Whether one of the request's entities is on one of the account's deny lists. */
 function onDenyList(policies: TenantPolicies, entities: DecisionEntities): boolean {
-  const valueOf: Record<string, string> = { user: entities.userId, email: entities.email, ip: entities.ip, device: entities.deviceId };
   return policies.denyLists.some((list) => {
-    const value = valueOf[list.kind];
+    const value = entityValueOfKind(entities, list.kind);
     return value !== undefined && value !== "" && policies.lists.contains(list.name, value);
   });
 }

@@ -1,4 +1,5 @@
 import type { AmountStats, HistorySnapshot, WindowCounts } from "../engine/index.js";
+import { ENTITY_TAGS, emailKey } from "../graph/entities.js";
 import type { Db } from "./database.js";
 import type { Tenant } from "./tenant.js";
 
@@ -49,11 +50,12 @@ interface ProfileRow {
 
 /** Entity keys carry a type tag so a user id can never collide with an e-mail or IP. */
 function entityKeys(entities: DecisionEntities): Record<"user" | "ip" | "device" | "email", string> {
+  // The raw IP on purpose: history counts the IP exactly as the request carried it (the graph canonicalises it).
   return {
-    user: entities.userId && `u:${entities.userId}`,
-    ip: entities.ip && `i:${entities.ip}`,
-    device: entities.deviceId && `d:${entities.deviceId}`,
-    email: entities.email && `e:${entities.email.trim().toLowerCase()}`,
+    user: entities.userId && `${ENTITY_TAGS.user}:${entities.userId}`,
+    ip: entities.ip && `${ENTITY_TAGS.ip}:${entities.ip}`,
+    device: entities.deviceId && `${ENTITY_TAGS.device}:${entities.deviceId}`,
+    email: entities.email && `${ENTITY_TAGS.email}:${emailKey(entities.email)}`,
   };
 }
 

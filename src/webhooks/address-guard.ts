@@ -8,7 +8,7 @@
 import { promises as dnsPromises } from "node:dns";
 import type { LookupAddress, LookupOptions } from "node:dns";
 import type { LookupFunction } from "node:net";
-import { classifyIp, parseIp } from "../engine/ip.js";
+import { classifyIp, isPrivateRangeType, parseIp } from "../engine/ip.js";
 import type { IpRangeType, ParsedIp } from "../engine/ip.js";
 
 export interface GuardOptions {
@@ -29,9 +29,6 @@ export interface WebhookUrlProblem {
   message: string;
 }
 
-/** Ranges FRAUD_WEBHOOK_ALLOW_PRIVATE opens: reachable only inside a network or host, but real destinations there. */
-const PRIVATE_RANGES: ReadonlySet<IpRangeType> = new Set(["private", "cgnat", "loopback", "linkLocal", "uniqueLocal"]);
-
 /** Names that mean this host whatever DNS says (RFC 6761), answered from /etc/hosts rather than DNS. */
 const LOCAL_HOSTNAME = /^(?:localhost|localhost\.localdomain|.+\.localhost)$/;
 
@@ -51,7 +48,9 @@ export function addressProblem(address: string, options: GuardOptions): string |
   if (ip === null) return `${address} is not an IP address`;
   const rangeType = rangeOf(ip);
   if (rangeType === "public") return undefined;
-  if (PRIVATE_RANGES.has(rangeType)) {
+  // The private ranges (isPrivateRangeType) are what FRAUD_WEBHOOK_ALLOW_PRIVATE opens: reachable only
+  // inside a network or host, but real destinations there.
+  if (isPrivateRangeType(rangeType)) {
     return options.allowPrivate
       ? undefined
       : `${ip.text} is a ${describe(rangeType)} address (set FRAUD_WEBHOOK_ALLOW_PRIVATE=true to allow it)`;

@@ -5,8 +5,10 @@
 import { COUNTRIES, distanceKm } from "../countries.js";
 import type {
   AmountSignals,
+  ConsortiumSignals,
   EngineInput,
   FastSignals,
+  GraphSignals,
   HistorySignals,
   HistorySnapshot,
   StoreSignals,
@@ -52,6 +54,16 @@ export const EMPTY_HISTORY_SNAPSHOT: HistorySnapshot = Object.freeze({
   consortium: null,
 });
 
+/** Graph signals when there is no graph answer: neutral, available = false. */
+function neutralGraphSignals(): GraphSignals {
+  return { available: false, linkedToFraud: false, hops: null, fraudNeighbours: 0 };
+}
+
+/** Consortium signals when there is no consortium answer: neutral, available = false; a fresh array each time. */
+function neutralConsortiumSignals(): ConsortiumSignals {
+  return { available: false, matches: 0, indicatorTypes: [] };
+}
+
 /** Store categories when the comprehensive path did not run: present, neutral, available = false. */
 export function unavailableStoreSignals(): StoreSignals {
   return {
@@ -93,8 +105,8 @@ export function unavailableStoreSignals(): StoreSignals {
       travelSpeedKmh: null,
       impossibleTravel: false,
     },
-    graph: { available: false, linkedToFraud: false, hops: null, fraudNeighbours: 0 },
-    consortium: { available: false, matches: 0, indicatorTypes: [] },
+    graph: neutralGraphSignals(),
+    consortium: neutralConsortiumSignals(),
   };
 }
 
@@ -108,13 +120,10 @@ export function computeStoreSignals(
     velocity: velocitySignals(snapshot),
     amount: amountSignals(input, snapshot),
     history: historySignals(input, snapshot, fastSignals, nowMs),
-    graph:
-      snapshot.graph === null
-        ? { available: false, linkedToFraud: false, hops: null, fraudNeighbours: 0 }
-        : { available: true, ...snapshot.graph },
+    graph: snapshot.graph === null ? neutralGraphSignals() : { available: true, ...snapshot.graph },
     consortium:
       snapshot.consortium === null
-        ? { available: false, matches: 0, indicatorTypes: [] }
+        ? neutralConsortiumSignals()
         : {
             available: true,
             matches: snapshot.consortium.matches,
