@@ -66,11 +66,13 @@ export class DecisionStore {
   private readonly writeEach;
   private readonly followUpAll;
   private readonly outbox;
+  private readonly decisions;
   /** Follow-ups of the batches written since the last {@link followUp}. */
   private pending: PendingFollowUp[] = [];
 
   constructor(db: Db, signer: AuditSigner) {
     const decisions = new DecisionRepository<DecisionDetails>(db);
+    this.decisions = decisions;
     const history = new HistoryRepository(db);
     const idempotency = new IdempotencyRepository(db);
     const graph = new GraphRepository(db);
@@ -134,6 +136,11 @@ export class DecisionStore {
       }
       return { failed, queuedEvents };
     });
+  }
+
+  /** Replaces a stored decision's details (its late comprehensive outcome), in a transaction of its own. */
+  updateDetails(tenant: Tenant, decisionId: string, details: DecisionDetails): void {
+    this.decisions.updateDetails(tenant, decisionId, details);
   }
 
   /**

@@ -25,6 +25,14 @@ port.on("message", (request: WriterRequest) => {
     port.close();
     return;
   }
+  if (request.kind === "details") {
+    try {
+      store.updateDetails(request.tenant, request.decisionId, request.details);
+    } catch (error) {
+      port.postMessage({ kind: "detailsFailed", decisionId: request.decisionId, message: error instanceof Error ? error.message : String(error) } satisfies WriterReply);
+    }
+    return;
+  }
   if (request.batch === crashOnBatch) process.exit(70);
   port.postMessage({ kind: "written", batch: request.batch, results: store.write(request.writes) } satisfies WriterReply);
   // The answers are on their way. What follows them waits a few milliseconds, behind the batches that arrive

@@ -3,7 +3,9 @@ import type { Logger } from "../log.js";
 import type { Outbox } from "../outbox/outbox.js";
 import type { IdempotentResponse } from "../store/idempotency.js";
 import type { PolicyTriggeredEventData, ShadowPolicyResult } from "../webhooks/events.js";
+import type { Tenant } from "../store/tenant.js";
 import type { StoredDecisionWrite, WriteResult } from "./decision-store.js";
+import type { DecisionDetails } from "./record.js";
 
 /** What the account's policies asked for beyond the decision itself. */
 export interface PolicyEffects {
@@ -33,14 +35,19 @@ export interface WriterWorkerData {
 }
 
 /** Request thread → writer thread. */
-export type WriterRequest = { kind: "write"; batch: number; writes: StoredDecisionWrite[] } | { kind: "close" };
+export type WriterRequest =
+  | { kind: "write"; batch: number; writes: StoredDecisionWrite[] }
+  /** A stored decision's details replaced (its late comprehensive outcome). */
+  | { kind: "details"; tenant: Tenant; decisionId: string; details: DecisionDetails }
+  | { kind: "close" };
 /** Writer thread → request thread. */
 export type WriterReply =
   /** Open, with the follow-ups an earlier writer left now carried out. */
   | { kind: "ready"; recovered: number; queuedEvents: boolean }
   | { kind: "written"; batch: number; results: WriteResult[] }
   /** The batches' follow-ups are done; `failed` of them were left to the outbox runner. */
-  | { kind: "followed"; batches: number[]; failed: number; queuedEvents: boolean };
+  | { kind: "followed"; batches: number[]; failed: number; queuedEvents: boolean }
+  | { kind: "detailsFailed"; decisionId: string; message: string };
 
 /**
  * Batches handed to the writer's thread at once. Two: while one is written the
@@ -154,6 +161,19 @@ export class DecisionWriter {
     });
   }
 
+  /**
+   * Replaces a stored decision's details (its late comprehensive outcome) on
+   * the writer's thread, so that the request thread never waits for SQLite's
+   * write lock. Call once the decision is stored; a failure is logged.
+   */
+  updateDetails(tenant: Tenant, decisionId: string, details: DecisionDetails): void {
+    if (this.closing) {
+      this.logger.log("warn", "the decision writer is closed; a late outcome is not recorded", { decisionId });
+      return;
+    }
+    this.worker.postMessage({ kind: "details", tenant, decisionId, details } satisfies WriterRequest);
+  }
+
   /** Waits for the writes already handed over, then closes the writer's thread. */
   close(): Promise<void> {
     this.closing ??= (async () => {
@@ -186,6 +206,9 @@ export class DecisionWriter {
         }
         else if (reply.kind === "written") this.settle(reply.batch, reply.results);
         else if (reply.kind === "followed") this.followed(reply.batches, reply.failed, reply.queuedEvents);
+        else if (reply.kind === "detailsFailed") {
+          this.logger.log("warn", "could not record the late comprehensive outcome", { decisionId: reply.decisionId, error: reply.message });
+        }
       });
       worker.once("error", (error) => {
         reject(error);

@@ -273,7 +273,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
           details.lateComprehensive = full
             ? { score: full.result.score, reasons: full.result.reasons, comprehensivePathMs: round3(full.comprehensivePathMs) }
             : { failed: true };
-          deps.decisions.updateDetails(tenant, decisionId, details);
+          deps.writer.updateDetails(tenant, decisionId, details);
         }).catch((error: unknown) => deps.logger.log("warn", "could not record the late comprehensive outcome", { decisionId, error: String(error) }));
       }
       return response;
