@@ -131,6 +131,10 @@ describe("POST /api/v1/decide", () => {
   });
 });
 
+interface VelocitySignals {
+  velocity: { ip: { lastMinute: number }; usersPerIp24h: number };
+}
+
 async function getDecisionOf(key: string, evidenceId: string): Promise<Record<string, unknown>> {
   const row = server.app.db.prepare("SELECT id FROM decisions WHERE evidence_id = ?").get(evidenceId) as { id: string };
   const res = await fetch(`${server.url}/api/v1/decisions/${row.id}`, { headers: { "x-api-key": key } });
@@ -160,6 +164,23 @@ describe("GET /api/v1/decisions/{id}", () => {
       expect(((await res.json()) as { error: { code: string } }).error.code).toBe("NOT_FOUND");
     }
     expect((await fetch(`${server.url}/api/v1/decisions/${row.id}`, { headers: { "x-api-key": acme.keys.live.publishable } })).status).toBe(403);
+  });
+
+  it("counts an IP once whatever its notation (IPv6 case and zero compression, IPv4-mapped IPv6)", async () => {
+    const spellings = ["2a00:1450:4009:81f::200e", "2A00:1450:4009:081F:0:0:0:200E", "2a00:1450:4009:81f:0::200e"];
+    for (let i = 0; i < 6; i++) {
+      await decide(globex.keys.test.secret, { userId: `notation_${i}`, action: "login", ip: spellings[i % 3], ...HUMAN_DESKTOP });
+    }
+    const v6 = await decide(globex.keys.test.secret, { userId: "notation_last", action: "login", ip: "2a00:1450:4009:81F::200E", ...HUMAN_DESKTOP });
+    const v6Signals = (await getDecisionOf(globex.keys.test.secret, v6.body.data.evidenceId)).signals as VelocitySignals;
+    expect(v6Signals.velocity.ip.lastMinute).toBe(6);
+    expect(v6Signals.velocity.usersPerIp24h).toBe(7);
+
+    for (let i = 0; i < 4; i++) {
+      await decide(globex.keys.test.secret, { userId: `mapped_${i}`, action: "login", ip: i % 2 ? "::ffff:81.2.69.150" : "81.2.69.150", ...HUMAN_DESKTOP });
+    }
+    const v4 = await decide(globex.keys.test.secret, { userId: "mapped_last", action: "login", ip: "::FFFF:81.2.69.150", ...HUMAN_DESKTOP });
+    expect(((await getDecisionOf(globex.keys.test.secret, v4.body.data.evidenceId)).signals as VelocitySignals).velocity.ip.lastMinute).toBe(4);
   });
 
   it("keeps velocity per account and environment", async () => {

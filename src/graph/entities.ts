@@ -13,6 +13,15 @@ export function emailKey(email: string): string {
 }
 
 /**
+ * An IP as entity keys hold it: canonical text (RFC 5952 lowercase and
+ * compressed, IPv4-mapped IPv6 as IPv4), so notation variants of one address
+ * are one entity; text that is not an IP is kept as it came.
+ */
+export function ipKey(ip: string): string {
+  return parseIp(ip)?.text ?? ip;
+}
+
+/**
  * The entity value a list kind (user, email, ip, device) takes from a
  * decision's entities, as the request carried it; undefined for a kind that is
  * none of these.
@@ -58,7 +67,7 @@ export function metadataIdentifiers(metadata: { [key: string]: JsonValue } | und
  * the same key.
  */
 export function entityKeys(entities: DecisionEntities): string[] {
-  const ip = entities.ip ? (parseIp(entities.ip)?.text ?? entities.ip) : "";
+  const ip = entities.ip && ipKey(entities.ip);
   const values: Array<[EntityKind, string | undefined]> = [
     ["user", entities.userId],
     ["device", entities.deviceId],

@@ -1,5 +1,5 @@
 import type { AmountStats, HistorySnapshot, WindowCounts } from "../engine/index.js";
-import { ENTITY_TAGS, emailKey } from "../graph/entities.js";
+import { ENTITY_TAGS, emailKey, ipKey } from "../graph/entities.js";
 import type { Db } from "./database.js";
 import type { Tenant } from "./tenant.js";
 
@@ -50,10 +50,10 @@ interface ProfileRow {
 
 /** Entity keys carry a type tag so a user id can never collide with an e-mail or IP. */
 function entityKeys(entities: DecisionEntities): Record<"user" | "ip" | "device" | "email", string> {
-  // The raw IP on purpose: history counts the IP exactly as the request carried it (the graph canonicalises it).
+  // Canonical e-mail and IP, as the graph keys them: a notation variant of an address must not start a fresh count.
   return {
     user: entities.userId && `${ENTITY_TAGS.user}:${entities.userId}`,
-    ip: entities.ip && `${ENTITY_TAGS.ip}:${entities.ip}`,
+    ip: entities.ip && `${ENTITY_TAGS.ip}:${ipKey(entities.ip)}`,
     device: entities.deviceId && `${ENTITY_TAGS.device}:${entities.deviceId}`,
     email: entities.email && `${ENTITY_TAGS.email}:${emailKey(entities.email)}`,
   };
@@ -181,7 +181,7 @@ export class HistoryRepository {
       userId: update.userId,
       at: now,
       country: update.country || (profile?.last_country ?? ""),
-      ip: update.ip || (profile?.last_ip ?? ""),
+      ip: update.ip ? ipKey(update.ip) : (profile?.last_ip ?? ""),
       devices: remember(profile?.known_devices, update.deviceId),
       countries: remember(profile?.known_countries, update.country),
       amounts: JSON.stringify(amounts),
