@@ -17,7 +17,7 @@ import { EMPTY_HISTORY_SNAPSHOT, ReferenceData, computeFastSignals, computeStore
 import { newId } from "../src/ids.js";
 import { AccountRepository } from "../src/store/accounts.js";
 import { openDatabase } from "../src/store/database.js";
-import { DecisionRepository } from "../src/store/decisions.js";
+import { DecisionRepository, decisionRow } from "../src/store/decisions.js";
 import type { Tenant } from "../src/store/tenant.js";
 import { benchRequests } from "./inputs.js";
 
@@ -49,7 +49,7 @@ const insertAll = db.transaction(() => {
     const requestJson = toJson(DecideRequestSchema, create(DecideRequestSchema, request));
     decisions.insert(
       tenant,
-      {
+      decisionRow({
         id,
         evidenceId,
         requestId: newId("req"),
@@ -72,8 +72,7 @@ const insertAll = db.transaction(() => {
           comprehensivePathMs: 0,
           processingTimeMs: 0,
         },
-      },
-      { evidenceId, decisionId: id, request: requestJson, signals, score: result.score, decision, reasons: result.reasons },
+      }, { evidenceId, decisionId: id, request: requestJson, signals, score: result.score, decision, reasons: result.reasons }),
     );
   }
 });

@@ -3,9 +3,9 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AuditSigner } from "../src/audit/signer.js";
-import { DecisionStore, type StoredDecisionWrite } from "../src/decisions/decision-store.js";
+import { DecisionStore } from "../src/decisions/decision-store.js";
 import type { DecisionDetails } from "../src/decisions/record.js";
-import { DecisionWriter } from "../src/decisions/writer.js";
+import { DecisionWriter, prepareWrite, type DecisionWrite } from "../src/decisions/writer.js";
 import { newId } from "../src/ids.js";
 import { createLogger } from "../src/log.js";
 import { Outbox } from "../src/outbox/outbox.js";
@@ -41,7 +41,9 @@ function details(): DecisionDetails {
   };
 }
 
-function aWrite(accountId: string, now: number, overrides: Partial<StoredDecisionWrite> = {}): StoredDecisionWrite {
+const policy = { triggered: [], shadowResults: [] };
+
+function aWrite(accountId: string, now: number, overrides: Partial<DecisionWrite> = {}): DecisionWrite {
   const id = newId("dec");
   return {
     tenant: { accountId, environment: "live" },
@@ -49,8 +51,7 @@ function aWrite(accountId: string, now: number, overrides: Partial<StoredDecisio
     decision: { id, evidenceId: newId("evi"), requestId: newId("req"), userId: "u", action: "login", createdAt: now, decision: "allow", score: 5, confidence: 0.8, details: details() },
     evidence: { decisionId: id, signals: { network: { valid: true } } },
     history: { userId: "u", ip: "81.2.69.160", deviceId: "d1", email: "u@example.com", country: "GB", amount: undefined, currency: "" },
-    outbox: [],
-    caseEvents: [],
+    policy,
     now,
     ...overrides,
   };
@@ -70,21 +71,23 @@ describe("decision store (the writer thread's transaction)", () => {
   it("stores a batch in one transaction, a failing write rolling back alone", () => {
     const now = Date.UTC(2026, 10, 21, 12);
     const caseId = newId("case");
-    const first = aWrite(accountId, now, {
-      outbox: [{ kind: "event", accountId, environment: "live", payload: '{"x":1}', at: now, now }],
-    });
+    const first = aWrite(accountId, now, {});
     first.openCase = { id: caseId, decisionId: first.decision.id, userId: "u", priority: "high", score: 85, decision: "deny", reasons: ["TOR_EXIT"] };
     // The same decision id twice: the second write fails on the primary key and leaves nothing behind.
-    const duplicate = aWrite(accountId, now, {
-      decision: { ...first.decision, evidenceId: newId("evi") },
-      outbox: [{ kind: "event", accountId, environment: "live", payload: '{"x":2}', at: now, now }],
-    });
+    const duplicate = aWrite(accountId, now, { decision: { ...first.decision, evidenceId: newId("evi") } });
     const third = aWrite(accountId, now + 1);
-    const results = store.write([first, duplicate, third]);
+    const results = store.write([
+      prepareWrite(first, [{ kind: "event", accountId, environment: "live", payload: '{"x":1}', at: now, now }], []),
+      prepareWrite(duplicate, [{ kind: "event", accountId, environment: "live", payload: '{"x":2}', at: now, now }], []),
+      prepareWrite(third, [], []),
+    ]);
     expect(results.map((r) => r.kind)).toEqual(["stored", "failed", "stored"]);
     expect(results[1]).toMatchObject({ message: expect.stringMatching(/UNIQUE/) });
-    // Before the follow-up: the decisions and their follow-up tasks, no audit entry, no case yet.
-    expect(count(db, "SELECT count(*) AS n FROM outbox WHERE kind = 'decision.follow-up' AND account_id = ?", accountId)).toBe(2);
+    // Before the follow-up: the decisions and one follow-up task for the two stored, no audit entry, no case yet.
+    const task = db.prepare("SELECT payload FROM outbox WHERE kind = 'decision.follow-up' AND account_id = ?").all(accountId) as Array<{ payload: string }>;
+    expect(task.map((row) => (JSON.parse(row.payload) as { followUps: Array<{ audit: { subject: string } }> }).followUps.map((f) => f.audit.subject))).toEqual([
+      [first.decision.id, third.decision.id],
+    ]);
     expect(count(db, "SELECT count(*) AS n FROM audit_log WHERE account_id = ?", accountId)).toBe(0);
     expect(store.followUp()).toEqual({ failed: 0, queuedEvents: false });
 
@@ -111,7 +114,7 @@ describe("decision store (the writer thread's transaction)", () => {
     const entry = { requestHash: "h", response: new Uint8Array([1, 2, 3]) };
     const winner = aWrite(accountId, now, { idempotency: { key: "retry-1", entry } });
     const loser = aWrite(accountId, now, { idempotency: { key: "retry-1", entry: { requestHash: "h", response: new Uint8Array([9]) } } });
-    const results = store.write([winner, loser]);
+    const results = store.write([prepareWrite(winner, [], []), prepareWrite(loser, [], [])]);
     store.followUp();
     expect(results[0]).toEqual({ kind: "stored" });
     expect(results[1]).toMatchObject({ kind: "replayed", response: { requestHash: "h" } });
@@ -130,9 +133,10 @@ describe("decision store recovering an earlier writer's follow-ups", () => {
       const now = Date.UTC(2026, 10, 21, 15);
       const risky = aWrite(accountId, now);
       risky.openCase = { id: newId("case"), decisionId: risky.decision.id, userId: "u", priority: "critical", score: 95, decision: "deny", reasons: ["TOR_EXIT"] };
-      risky.caseEvents = [{ kind: "event", accountId, environment: "live", payload: '{"type":"case.created"}', at: now, now }];
+      const caseEvents = [{ kind: "event", accountId, environment: "live" as const, payload: '{"type":"case.created"}', at: now, now }];
       // The first writer stores the batch and dies before its follow-ups.
-      expect(new DecisionStore(db, signer).write([risky, aWrite(accountId, now + 1)]).map((r) => r.kind)).toEqual(["stored", "stored"]);
+      const batch = [prepareWrite(risky, [], caseEvents), prepareWrite(aWrite(accountId, now + 1), [], [])];
+      expect(new DecisionStore(db, signer).write(batch).map((r) => r.kind)).toEqual(["stored", "stored"]);
       expect(count(db, "SELECT count(*) AS n FROM audit_log WHERE account_id = ?", accountId)).toBe(0);
 
       const next = new DecisionStore(db, signer);
@@ -170,9 +174,8 @@ describe("decision writer (its own thread)", () => {
 
   it("commits every decision handed over before resolving, with the outbox tasks its effects queued", async () => {
     writer.addEffect((write) => outbox.enqueue("event", write.tenant, { decisionId: write.decision.id }));
-    const policy = { review: false, triggered: [], shadowResults: [] };
     // More than one batch's worth (256) at once: they go in several batches, two at a time.
-    const writes = Array.from({ length: 600 }, (_, i) => ({ ...aWrite(accountId, clock.now() + i), policy }));
+    const writes = Array.from({ length: 600 }, (_, i) => aWrite(accountId, clock.now() + i));
     const replies = await Promise.all(writes.map((write) => writer.record(write)));
     expect(replies.every((reply) => reply === undefined)).toBe(true);
     await writer.settled();
@@ -183,10 +186,9 @@ describe("decision writer (its own thread)", () => {
   });
 
   it("rejects a write it could not store, and the others of its batch still commit", async () => {
-    const policy = { review: false, triggered: [], shadowResults: [] };
-    const good = { ...aWrite(accountId, clock.now()), policy };
+    const good = aWrite(accountId, clock.now());
     // The same decision id again: its primary key refuses it.
-    const bad = { ...aWrite(accountId, clock.now()), decision: { ...good.decision, evidenceId: newId("evi") }, policy };
+    const bad = aWrite(accountId, clock.now(), { decision: { ...good.decision, evidenceId: newId("evi") } });
     const [stored, refused] = await Promise.allSettled([writer.record(good), writer.record(bad)]);
     expect(stored.status).toBe("fulfilled");
     expect(refused).toMatchObject({ status: "rejected", reason: { message: expect.stringMatching(/could not store the decision: UNIQUE/) } });
@@ -205,12 +207,11 @@ describe("decision writer whose thread dies", () => {
     const writer = new DecisionWriter(dataDir, new Outbox(db, new ManualClock(Date.now()), logger), logger, 2);
     try {
       await writer.whenReady();
-      const policy = { review: false, triggered: [], shadowResults: [] };
-      const first = { ...aWrite(accountId, Date.now()), policy };
+      const first = aWrite(accountId, Date.now());
       await expect(writer.record(first)).resolves.toBeUndefined();
-      const lost = { ...aWrite(accountId, Date.now()), policy };
+      const lost = aWrite(accountId, Date.now());
       await expect(writer.record(lost)).rejects.toThrow(/the decision writer stopped \(exit code 70\)/);
-      const next = { ...aWrite(accountId, Date.now()), policy };
+      const next = aWrite(accountId, Date.now());
       await expect(writer.record(next)).resolves.toBeUndefined();
       const stored = db.prepare("SELECT id FROM decisions WHERE account_id = ? ORDER BY id").all(accountId) as Array<{ id: string }>;
       expect(stored.map((row) => row.id)).toEqual([first.decision.id, next.decision.id]);

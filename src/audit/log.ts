@@ -15,6 +15,11 @@ export interface AuditStore {
    * both chain to the same predecessor.
    */
   append(build: (last: AuditRecord | undefined) => AuditRecord): AuditRecord;
+  /**
+   * As {@link append} for several entries in one step, each built on the one
+   * before: the last entry is read once, not once per entry.
+   */
+  appendAll(builds: ReadonlyArray<(last: AuditRecord | undefined) => AuditRecord>): AuditRecord[];
   /** Every entry in storage order (ascending seq), streamed. */
   entries(): Iterable<AuditRecord>;
   /**
@@ -32,6 +37,8 @@ export interface AuditStore {
  */
 export interface AuditTrail {
   record(fields: AuditFields): AuditRecord;
+  /** Entries for several changes, in order, as one append. */
+  recordAll(fields: readonly AuditFields[]): AuditRecord[];
   atomically<T>(work: () => T): T;
 }
 
@@ -47,6 +54,11 @@ export class AuditLog implements AuditTrail {
     return this.store.append((last) => appendEntry(last, fields, this.signer, this.clock));
   }
 
+  recordAll(fields: readonly AuditFields[]): AuditRecord[] {
+    if (fields.length === 0) return [];
+    return this.store.appendAll(fields.map((each) => (last: AuditRecord | undefined) => appendEntry(last, each, this.signer, this.clock)));
+  }
+
   atomically<T>(work: () => T): T {
     return this.store.atomically(work);
   }
@@ -60,6 +72,10 @@ export class MemoryAuditStore implements AuditStore {
     const record = build(this.records.at(-1));
     this.records.push(record);
     return record;
+  }
+
+  appendAll(builds: ReadonlyArray<(last: AuditRecord | undefined) => AuditRecord>): AuditRecord[] {
+    return builds.map((build) => this.append(build));
   }
 
   entries(): Iterable<AuditRecord> {

@@ -1,35 +1,33 @@
 import { AuditLog } from "../audit/log.js";
-import type { AuditActor } from "../audit/entry.js";
 import type { AuditSigner } from "../audit/signer.js";
-import type { NewCase } from "../cases/case-service.js";
 import { systemClock } from "../clock.js";
-import { entityKeys } from "../graph/entities.js";
 import { OutboxTable, type OutboxEntry } from "../outbox/outbox.js";
 import { SqliteAuditStore } from "../store/audit.js";
 import type { Db } from "../store/database.js";
-import { DecisionRepository, type StoredDecision } from "../store/decisions.js";
+import { DecisionRepository, type DecisionRowWrite } from "../store/decisions.js";
 import { GraphRepository } from "../store/graph.js";
 import { HistoryRepository, type HistoryUpdate } from "../store/history.js";
 import { IdempotencyRepository, type IdempotentResponse } from "../store/idempotency.js";
 import type { Tenant } from "../store/tenant.js";
-import { DECISION_FOLLOW_UP_TASK, DecisionFollowUps, followUpOf, type FollowUpPayload } from "./follow-up.js";
-import type { DecisionDetails } from "./record.js";
+import { DECISION_FOLLOW_UP_TASK, DecisionFollowUps, followUpTask, followUpsOf, type FollowUp } from "./follow-up.js";
 
-/** Everything a decide stores, as sent to the decision writer (structured-cloned: plain data only). */
+/**
+ * Everything a decide stores, as the request thread prepares it for the
+ * decision writer (writer.ts): plain data, the large parts already serialised
+ * (JSON of the record, canonical evidence and its hash), so that the writer's
+ * thread spends its time storing rather than serialising.
+ */
 export interface StoredDecisionWrite {
   tenant: Tenant;
-  /** The API key that asked for the decision (its id, never the key). */
-  actor: AuditActor;
-  decision: StoredDecision<DecisionDetails>;
-  evidence: Record<string, unknown>;
+  decision: DecisionRowWrite;
   history: HistoryUpdate;
+  /** The fraud graph's keys of the decision's entities. */
+  graphKeys: string[];
   idempotency?: { key: string; entry: IdempotentResponse };
-  /** The case the decision opens (score at or above 80, or a review rule), opened just after it. */
-  openCase?: NewCase;
   /** The side effects' outbox tasks (events), collected on the request thread, stored with the decision. */
   outbox: OutboxEntry[];
-  /** The case's case.created event, collected likewise, stored with the case. */
-  caseEvents: OutboxEntry[];
+  /** What follows the answer: the audit entry, the case and its events (follow-up.ts). */
+  followUp: FollowUp;
   /** The request thread's clock at the decision: every stored time comes from it. */
   now: number;
 }
@@ -41,11 +39,11 @@ export type WriteResult =
   | { kind: "replayed"; response: IdempotentResponse }
   | { kind: "failed"; message: string };
 
-/** A stored decision's follow-up, still to be carried out (follow-up.ts). */
-interface PendingFollowUp {
+/** The follow-ups of a batch's stored decisions of one account and environment, with their task. */
+interface PendingFollowUps {
   tenant: Tenant;
   task: number;
-  payload: FollowUpPayload;
+  followUps: FollowUp[];
 }
 
 /**
@@ -53,13 +51,14 @@ interface PendingFollowUp {
  * (writer-worker.ts) and its connection.
  *
  * The first, before the answer: the decision, its evidence, the history
- * counters, the graph edges, the idempotency claim, the side effects' outbox
- * tasks and the decision's follow-up task — all of a decision or none of it.
- * A batch of writes shares it (group commit); a failing write rolls back alone.
+ * counters, the graph edges, the idempotency claim and the side effects'
+ * outbox tasks — all of a decision or none of it — and, for the decisions
+ * stored, one follow-up task per account and environment. A batch of writes
+ * shares it (group commit); a failing write rolls back alone.
  *
- * The second, once the answers are on their way: the batch's follow-ups (the
- * signed audit entries, the cases), each removing its task. A crash in between
- * leaves the tasks, which the outbox runner carries out instead.
+ * The second, once the answers are on their way: the batches' follow-ups (the
+ * signed audit entries, the cases), each task's removing it. A crash in
+ * between leaves the tasks, which the outbox runner carries out instead.
  */
 export class DecisionStore {
   private readonly writeAll;
@@ -68,10 +67,10 @@ export class DecisionStore {
   private readonly outbox;
   private readonly decisions;
   /** Follow-ups of the batches written since the last {@link followUp}. */
-  private pending: PendingFollowUp[] = [];
+  private pending: PendingFollowUps[] = [];
 
   constructor(db: Db, signer: AuditSigner) {
-    const decisions = new DecisionRepository<DecisionDetails>(db);
+    const decisions = new DecisionRepository(db);
     this.decisions = decisions;
     const history = new HistoryRepository(db);
     const idempotency = new IdempotencyRepository(db);
@@ -82,86 +81,100 @@ export class DecisionStore {
     // Entries carry the decision's time (AuditFields.at); the clock only stamps what has none.
     const followUps = new DecisionFollowUps(db, auditStore, new AuditLog(auditStore, signer, systemClock), outbox);
 
-    const store = (write: StoredDecisionWrite, followUpsOut: PendingFollowUp[]): WriteResult => {
+    const store = (write: StoredDecisionWrite): WriteResult => {
       const { tenant, now } = write;
       if (write.idempotency && !idempotency.claim(tenant, write.idempotency.key, write.idempotency.entry, now)) {
         const earlier = idempotency.find(tenant, write.idempotency.key, now);
         if (earlier) return { kind: "replayed", response: earlier };
         throw new Error("the Idempotency-Key was claimed but its answer is gone");
       }
-      decisions.insert(tenant, write.decision, write.evidence);
+      decisions.insert(tenant, write.decision);
       history.record(tenant, write.history, now);
-      graph.recordEdges(tenant, write.decision.id, entityKeys(write.history), now);
+      graph.recordEdges(tenant, write.decision.id, write.graphKeys, now);
       for (const entry of write.outbox) outbox.insert(entry);
-      const { payload, entry } = followUpOf(write);
-      followUpsOut.push({ tenant, task: outbox.insert(entry), payload });
       return { kind: "stored" };
+    };
+    // One follow-up task per account and environment of the batch, for its stored decisions.
+    const storeFollowUps = (batch: readonly StoredDecisionWrite[], results: readonly WriteResult[]): PendingFollowUps[] => {
+      const byTenant = new Map<string, { tenant: Tenant; followUps: FollowUp[]; now: number }>();
+      batch.forEach((write, index) => {
+        if (results[index]?.kind !== "stored") return;
+        const key = `${write.tenant.accountId}/${write.tenant.environment}`;
+        const group = byTenant.get(key);
+        if (group) group.followUps.push(write.followUp);
+        else byTenant.set(key, { tenant: write.tenant, followUps: [write.followUp], now: write.now });
+      });
+      return [...byTenant.values()].map(({ tenant, followUps, now }) => ({
+        tenant,
+        followUps,
+        task: outbox.insert(followUpTask(tenant, followUps, now)),
+      }));
     };
     // Writes nearly always succeed: the whole batch goes first without a savepoint per write (two statements
     // each). When one fails, that transaction rolls back and the batch is written again write by write,
     // each in a savepoint of its own, so that the failing one rolls back alone.
     this.writeAll = db.transaction((batch: readonly StoredDecisionWrite[]) => {
-      const followUpsOut: PendingFollowUp[] = [];
-      return { results: batch.map((write) => store(write, followUpsOut)), followUpsOut };
+      const results = batch.map(store);
+      return { results, followUps: storeFollowUps(batch, results) };
     });
     const storeInSavepoint = db.transaction(store);
     this.writeEach = db.transaction((batch: readonly StoredDecisionWrite[]) => {
-      const followUpsOut: PendingFollowUp[] = [];
       const results = batch.map((write): WriteResult => {
-        const mark = followUpsOut.length;
         try {
-          return storeInSavepoint(write, followUpsOut);
+          return storeInSavepoint(write);
         } catch (error) {
-          followUpsOut.length = mark;
           return { kind: "failed", message: error instanceof Error ? error.message : String(error) };
         }
       });
-      return { results, followUpsOut };
+      return { results, followUps: storeFollowUps(batch, results) };
     });
-    const followUpInSavepoint = db.transaction((pending: PendingFollowUp): boolean => {
-      const queuedEvents = followUps.run(pending.tenant, pending.payload);
+    const followUpInSavepoint = db.transaction((pending: PendingFollowUps): boolean => {
+      const queuedEvents = followUps.run(pending.tenant, pending.followUps);
       outbox.delete(pending.task);
       return queuedEvents;
     });
-    this.followUpAll = db.transaction((pending: readonly PendingFollowUp[]) => {
+    this.followUpAll = db.transaction((pending: readonly PendingFollowUps[]) => {
       let failed = 0;
       let queuedEvents = false;
-      for (const followUp of pending) {
+      for (const group of pending) {
         try {
-          queuedEvents = followUpInSavepoint(followUp) || queuedEvents;
+          queuedEvents = followUpInSavepoint(group) || queuedEvents;
         } catch {
           // Its task stays: the outbox runner retries it after the grace period, then dead-letters it.
-          failed++;
+          failed += group.followUps.length;
         }
       }
       return { failed, queuedEvents };
     });
   }
 
-  /** Replaces a stored decision's details (its late comprehensive outcome), in a transaction of its own. */
-  updateDetails(tenant: Tenant, decisionId: string, details: DecisionDetails): void {
-    this.decisions.updateDetails(tenant, decisionId, details);
+  /** Replaces a stored decision's record (its late comprehensive outcome), in a transaction of its own. */
+  updateRecord(tenant: Tenant, decisionId: string, record: string): void {
+    this.decisions.updateRecord(tenant, decisionId, record);
   }
 
   /**
    * Carries out the follow-ups an earlier writer left (the process or its
    * thread died between a batch's two transactions), before taking new
-   * writes. Returns how many it carried out, and whether case events were
-   * queued.
+   * writes. Returns how many decisions' follow-ups it carried out, and whether
+   * case events were queued.
    */
   recover(): { recovered: number; queuedEvents: boolean } {
     let recovered = 0;
     let queuedEvents = false;
     for (let after = 0; ; ) {
-      const tasks = this.outbox.pendingOfKind(DECISION_FOLLOW_UP_TASK, after, 500);
+      const tasks = this.outbox.pendingOfKind(DECISION_FOLLOW_UP_TASK, after, 100);
       const last = tasks.at(-1);
       if (!last) return { recovered, queuedEvents };
       after = last.id;
-      // A task without a tenant is left to the outbox runner, which dead-letters it.
-      const leftOver = tasks.flatMap((task) => (task.tenant ? [{ tenant: task.tenant, task: task.id, payload: JSON.parse(task.payload) as FollowUpPayload }] : []));
+      // A task without a tenant, or not a follow-up's payload, is left to the outbox runner, which dead-letters it.
+      const leftOver = tasks.flatMap((task) => {
+        const followUps = task.tenant && followUpsOf(parseJson(task.payload));
+        return task.tenant && followUps ? [{ tenant: task.tenant, task: task.id, followUps }] : [];
+      });
       this.pending = leftOver;
       const done = this.followUp();
-      recovered += leftOver.length - done.failed;
+      recovered += leftOver.reduce((sum, group) => sum + group.followUps.length, 0) - done.failed;
       queuedEvents ||= done.queuedEvents;
     }
   }
@@ -169,15 +182,15 @@ export class DecisionStore {
   /** The first transaction; when the commit itself fails, none of the batch is stored. */
   write(batch: readonly StoredDecisionWrite[]): WriteResult[] {
     try {
-      const { results, followUpsOut } = this.writeAll.immediate(batch);
-      this.pending.push(...followUpsOut);
+      const { results, followUps } = this.writeAll.immediate(batch);
+      this.pending.push(...followUps);
       return results;
     } catch {
       // One of the writes failed (or the commit): find out which, storing the others.
     }
     try {
-      const { results, followUpsOut } = this.writeEach.immediate(batch);
-      this.pending.push(...followUpsOut);
+      const { results, followUps } = this.writeEach.immediate(batch);
+      this.pending.push(...followUps);
       return results;
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
@@ -187,8 +200,9 @@ export class DecisionStore {
 
   /**
    * The second transaction: the follow-ups of the batches {@link write} stored
-   * since the last call. `failed` counts those left to the outbox runner;
-   * `queuedEvents` says whether case events were queued for it to deliver.
+   * since the last call. `failed` counts the decisions whose follow-ups are
+   * left to the outbox runner; `queuedEvents` says whether case events were
+   * queued for it to deliver.
    */
   followUp(): { failed: number; queuedEvents: boolean } {
     const pending = this.pending;
@@ -197,7 +211,15 @@ export class DecisionStore {
     try {
       return this.followUpAll.immediate(pending);
     } catch {
-      return { failed: pending.length, queuedEvents: false };
+      return { failed: pending.reduce((sum, group) => sum + group.followUps.length, 0), queuedEvents: false };
     }
+  }
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
   }
 }

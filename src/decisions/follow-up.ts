@@ -1,5 +1,5 @@
 import { decisionAuditFields } from "../audit/decisions.js";
-import type { AuditFields } from "../audit/entry.js";
+import type { AuditActor, AuditFields } from "../audit/entry.js";
 import type { AuditTrail } from "../audit/log.js";
 import { caseCreatedAuditFields, type NewCase } from "../cases/case-service.js";
 import { outboxEntry, type Outbox, type OutboxEntry, type OutboxTable, type TaskOutcome } from "../outbox/outbox.js";
@@ -7,16 +7,18 @@ import type { SqliteAuditStore } from "../store/audit.js";
 import { CaseRepository } from "../store/cases.js";
 import type { Db } from "../store/database.js";
 import type { Tenant } from "../store/tenant.js";
-import type { StoredDecisionWrite } from "./decision-store.js";
+import type { StoredDecision } from "../store/decisions.js";
+import type { DecisionDetails } from "./record.js";
 
 /**
- * Outbox task of what follows a decision once it is answered: its signed audit
- * entry and, at score 80 and above (or on a review rule), its case with the
- * case's audit entry and `case.created` event.
+ * Outbox task of what follows the decisions of one batch and account once
+ * they are answered: their signed audit entries and, at score 80 and above
+ * (or on a review rule), their cases with the cases' audit entries and
+ * `case.created` events.
  *
  * The task is written in the decide's own transaction, so it survives a crash.
  * The decision writer carries it out within a few milliseconds of that
- * transaction, the answer already on its way, in a second transaction shared
+ * transaction, the answers already on their way, in a second transaction shared
  * by the batches answered meanwhile (decision-store.ts, writer-worker.ts);
  * the outbox runner only takes a task the writer has not removed after {@link FOLLOW_UP_GRACE_MS} (its thread died, or the follow-up
  * failed and goes through the runner's retries and dead letters). Both run
@@ -27,7 +29,8 @@ export const DECISION_FOLLOW_UP_TASK = "decision.follow-up";
 /** How long the outbox runner leaves a follow-up to the decision writer. */
 export const FOLLOW_UP_GRACE_MS = 10_000;
 
-export interface FollowUpPayload {
+/** What follows one decision. */
+export interface FollowUp {
   /** The decision's decision.made entry, stamped with the decision's time (also the case's creation time). */
   audit: AuditFields & { subject: string; at: number };
   openCase?: NewCase;
@@ -35,14 +38,29 @@ export interface FollowUpPayload {
   caseEvents: OutboxEntry[];
 }
 
-/** The follow-up of a write, and its task as inserted in the decide's transaction. */
-export function followUpOf(write: StoredDecisionWrite): { payload: FollowUpPayload; entry: OutboxEntry } {
-  const payload: FollowUpPayload = {
+/** A follow-up task's payload: the follow-ups of one batch's decisions of one account and environment. */
+export interface FollowUpPayload {
+  followUps: FollowUp[];
+}
+
+/** A follow-up task's decisions, or undefined for a payload that is not one (the runner dead-letters it). */
+export function followUpsOf(payload: unknown): FollowUp[] | undefined {
+  const followUps = typeof payload === "object" && payload !== null ? (payload as Partial<FollowUpPayload>).followUps : undefined;
+  return Array.isArray(followUps) ? followUps : undefined;
+}
+
+/** What follows a decision, as the request thread prepares it with the decision's write. */
+export function followUpOf(write: { tenant: Tenant; actor: AuditActor; decision: StoredDecision<DecisionDetails>; openCase?: NewCase | undefined; now: number }, caseEvents: OutboxEntry[]): FollowUp {
+  return {
     audit: { ...decisionAuditFields(write), at: write.now },
     ...(write.openCase && { openCase: write.openCase }),
-    caseEvents: write.caseEvents,
+    caseEvents,
   };
-  return { payload, entry: outboxEntry(DECISION_FOLLOW_UP_TASK, write.tenant, payload, write.now, write.now + FOLLOW_UP_GRACE_MS) };
+}
+
+/** The follow-up task of decisions of one account and environment, as inserted in the decide's transaction. */
+export function followUpTask(tenant: Tenant, followUps: FollowUp[], now: number): OutboxEntry {
+  return outboxEntry(DECISION_FOLLOW_UP_TASK, tenant, { followUps } satisfies FollowUpPayload, now, now + FOLLOW_UP_GRACE_MS);
 }
 
 /** Carries out follow-ups over one connection: the writer's, or the request thread's for the outbox runner. */
@@ -59,21 +77,27 @@ export class DecisionFollowUps {
   }
 
   /**
-   * Inside the caller's transaction; does nothing that was done already.
+   * Inside the caller's transaction; does nothing that was done already. The
+   * entries go in one append, in order: each decision's, then its case's.
    * True when it queued case events for the outbox runner to deliver.
    */
-  run(tenant: Tenant, payload: FollowUpPayload): boolean {
-    if (!this.auditStore.hasDecisionEntry(payload.audit.subject)) this.audit.record(payload.audit);
-    const opened = payload.openCase;
-    if (!opened || !this.cases.open(tenant, opened, payload.audit.at)) return false;
-    this.audit.record({ ...caseCreatedAuditFields(tenant, opened), at: payload.audit.at });
-    for (const event of payload.caseEvents) this.outbox.insert(event);
-    return payload.caseEvents.length > 0;
+  run(tenant: Tenant, followUps: readonly FollowUp[]): boolean {
+    const entries: AuditFields[] = [];
+    let queuedEvents = false;
+    for (const { audit, openCase, caseEvents } of followUps) {
+      if (!this.auditStore.hasDecisionEntry(audit.subject)) entries.push(audit);
+      if (!openCase || !this.cases.open(tenant, openCase, audit.at)) continue;
+      entries.push({ ...caseCreatedAuditFields(tenant, openCase), at: audit.at });
+      for (const event of caseEvents) this.outbox.insert(event);
+      queuedEvents ||= caseEvents.length > 0;
+    }
+    this.audit.recordAll(entries);
+    return queuedEvents;
   }
 
   /** As {@link run}, in a transaction of its own. */
-  runAtomically(tenant: Tenant, payload: FollowUpPayload): boolean {
-    return this.audit.atomically(() => this.run(tenant, payload));
+  runAtomically(tenant: Tenant, followUps: readonly FollowUp[]): boolean {
+    return this.audit.atomically(() => this.run(tenant, followUps));
   }
 }
 
@@ -81,7 +105,9 @@ export class DecisionFollowUps {
 export function registerFollowUpTask(outbox: Outbox, followUps: DecisionFollowUps): void {
   outbox.register(DECISION_FOLLOW_UP_TASK, async (task): Promise<TaskOutcome> => {
     if (!task.tenant) return { kind: "dead", error: "decision follow-up without a tenant" };
-    followUps.runAtomically(task.tenant, task.payload as FollowUpPayload);
+    const decisions = followUpsOf(task.payload);
+    if (!decisions) return { kind: "dead", error: "decision follow-up without its list of follow-ups" };
+    followUps.runAtomically(task.tenant, decisions);
     return { kind: "done" };
   });
 }

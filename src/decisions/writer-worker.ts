@@ -27,7 +27,7 @@ port.on("message", (request: WriterRequest) => {
   }
   if (request.kind === "details") {
     try {
-      store.updateDetails(request.tenant, request.decisionId, request.details);
+      store.updateRecord(request.tenant, request.decisionId, request.record);
     } catch (error) {
       port.postMessage({ kind: "detailsFailed", decisionId: request.decisionId, message: error instanceof Error ? error.message : String(error) } satisfies WriterReply);
     }

@@ -1,10 +1,16 @@
 import { Worker } from "node:worker_threads";
+import type { AuditActor } from "../audit/entry.js";
+import type { NewCase } from "../cases/case-service.js";
+import { entityKeys } from "../graph/entities.js";
 import type { Logger } from "../log.js";
-import type { Outbox } from "../outbox/outbox.js";
+import type { Outbox, OutboxEntry } from "../outbox/outbox.js";
+import { decisionRow, type StoredDecision } from "../store/decisions.js";
+import type { HistoryUpdate } from "../store/history.js";
 import type { IdempotentResponse } from "../store/idempotency.js";
 import type { PolicyTriggeredEventData, ShadowPolicyResult } from "../webhooks/events.js";
 import type { Tenant } from "../store/tenant.js";
 import type { StoredDecisionWrite, WriteResult } from "./decision-store.js";
+import { followUpOf } from "./follow-up.js";
 import type { DecisionDetails } from "./record.js";
 
 /** What the account's policies asked for beyond the decision itself. */
@@ -16,8 +22,37 @@ export interface PolicyEffects {
 }
 
 /** A decide's state, as the decision service hands it over. */
-export interface DecisionWrite extends Omit<StoredDecisionWrite, "outbox" | "caseEvents"> {
+export interface DecisionWrite {
+  tenant: Tenant;
+  /** The API key that asked for the decision (its id, never the key). */
+  actor: AuditActor;
+  decision: StoredDecision<DecisionDetails>;
+  evidence: Record<string, unknown>;
+  history: HistoryUpdate;
+  idempotency?: { key: string; entry: IdempotentResponse } | undefined;
+  /** The case the decision opens (score at or above 80, or a review rule), opened just after it. */
+  openCase?: NewCase | undefined;
   policy: PolicyEffects;
+  /** The request thread's clock at the decision: every stored time comes from it. */
+  now: number;
+}
+
+/**
+ * What the writer's thread receives for a write: its rows serialised here,
+ * with the outbox tasks its effects queued (stored with the decision) and the
+ * case's (stored with the case, in the follow-up).
+ */
+export function prepareWrite(write: DecisionWrite, outbox: OutboxEntry[], caseEvents: OutboxEntry[]): StoredDecisionWrite {
+  return {
+    tenant: write.tenant,
+    decision: decisionRow(write.decision, write.evidence),
+    history: write.history,
+    graphKeys: entityKeys(write.history),
+    ...(write.idempotency && { idempotency: write.idempotency }),
+    outbox,
+    followUp: followUpOf(write, caseEvents),
+    now: write.now,
+  };
 }
 
 /**
@@ -38,7 +73,7 @@ export interface WriterWorkerData {
 export type WriterRequest =
   | { kind: "write"; batch: number; writes: StoredDecisionWrite[] }
   /** A stored decision's details replaced (its late comprehensive outcome). */
-  | { kind: "details"; tenant: Tenant; decisionId: string; details: DecisionDetails }
+  | { kind: "details"; tenant: Tenant; decisionId: string; record: string }
   | { kind: "close" };
 /** Writer thread → request thread. */
 export type WriterReply =
@@ -140,7 +175,6 @@ export class DecisionWriter {
    */
   record(write: DecisionWrite): Promise<IdempotentResponse | undefined> {
     if (this.closing) return Promise.reject(new Error("the decision writer is closed"));
-    const { policy: _policy, ...stored } = write;
     const outbox = this.outbox.collect(() => {
       for (const effect of this.effects) effect(write);
     });
@@ -150,7 +184,7 @@ export class DecisionWriter {
         })
       : [];
     return new Promise((resolve, reject) => {
-      this.queue.push({ write: { ...stored, outbox, caseEvents }, resolve, reject });
+      this.queue.push({ write: prepareWrite(write, outbox, caseEvents), resolve, reject });
       if (!this.flushScheduled) {
         this.flushScheduled = true;
         setImmediate(() => {
@@ -171,7 +205,7 @@ export class DecisionWriter {
       this.logger.log("warn", "the decision writer is closed; a late outcome is not recorded", { decisionId });
       return;
     }
-    this.worker.postMessage({ kind: "details", tenant, decisionId, details } satisfies WriterRequest);
+    this.worker.postMessage({ kind: "details", tenant, decisionId, record: JSON.stringify(details) } satisfies WriterRequest);
   }
 
   /** Waits for the writes already handed over, then closes the writer's thread. */

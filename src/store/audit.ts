@@ -38,22 +38,32 @@ export class SqliteAuditStore implements AuditStore {
     this.decisionEntryStmt = db.prepare<[string], { one: number }>(
       "SELECT 1 AS one FROM audit_log WHERE action = 'decision.made' AND subject = ?",
     );
-    this.appendInTransaction = (build: (last: AuditRecord | undefined) => AuditRecord): AuditRecord => {
-      const last = this.lastStmt.get();
-      const record = build(last === undefined ? undefined : fromAuditRow(last));
-      this.insertStmt.run(toAuditRow(record));
-      return record;
+    this.appendInTransaction = (builds: ReadonlyArray<(last: AuditRecord | undefined) => AuditRecord>): AuditRecord[] => {
+      const lastRow = this.lastStmt.get();
+      let last = lastRow === undefined ? undefined : fromAuditRow(lastRow);
+      return builds.map((build) => {
+        const record = build(last);
+        this.insertStmt.run(toAuditRow(record));
+        last = record;
+        return record;
+      });
     };
     this.appendTx = db.transaction(this.appendInTransaction);
     this.atomicTx = db.transaction((work: () => unknown) => work());
   }
 
   append(build: (last: AuditRecord | undefined) => AuditRecord): AuditRecord {
+    const [record] = this.appendAll([build]);
+    if (!record) throw new Error("the audit append stored nothing");
+    return record;
+  }
+
+  appendAll(builds: ReadonlyArray<(last: AuditRecord | undefined) => AuditRecord>): AuditRecord[] {
     // Inside a transaction, the append is part of it: if it fails, so does the
     // change it records, and the caller's transaction (or savepoint) rolls both
     // back. On its own, IMMEDIATE takes the write lock before the last entry is
     // read, so no other process can chain to the same predecessor.
-    return this.db.inTransaction ? this.appendInTransaction(build) : this.appendTx.immediate(build);
+    return this.db.inTransaction ? this.appendInTransaction(builds) : this.appendTx.immediate(builds);
   }
 
   *entries(): Iterable<AuditRecord> {

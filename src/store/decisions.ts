@@ -29,6 +29,24 @@ interface DecisionRow {
   record: string;
 }
 
+/**
+ * A decision ready for its row: the record already JSON, the evidence already
+ * canonical and hashed. The request thread prepares it ({@link decisionRow}),
+ * so that the decision writer, whose thread is what bounds decide's
+ * throughput, only stores strings (docs/benchmarks.md).
+ */
+export interface DecisionRowWrite extends Omit<StoredDecision<never>, "details"> {
+  record: string;
+  evidence: { content: string; integrityHash: string };
+}
+
+/** A decision and its evidence as stored: the evidence content is canonical JSON, its SHA-256 the integrity hash. */
+export function decisionRow<Details>(decision: StoredDecision<Details>, evidence: Record<string, unknown>): DecisionRowWrite {
+  const { details, ...columns } = decision;
+  const content = canonicalJson(evidence);
+  return { ...columns, record: JSON.stringify(details), evidence: { content, integrityHash: sha256Hex(content) } };
+}
+
 export interface EvidenceRecord {
   id: string;
   decisionId: string;
@@ -47,7 +65,7 @@ export class DecisionRepository<Details> {
   private readonly byEvidenceStmt;
   private readonly latestForUserStmt;
   private readonly evidenceStmt;
-  private readonly updateDetailsStmt;
+  private readonly updateRecordStmt;
 
   constructor(db: Db) {
     this.insertDecisionStmt = db.prepare(
@@ -69,16 +87,13 @@ export class DecisionRepository<Details> {
     this.evidenceStmt = db.prepare<[string, string, string], { id: string; decision_id: string; content: string; integrity_hash: string }>(
       "SELECT id, decision_id, content, integrity_hash FROM evidence WHERE id = ? AND account_id = ? AND environment = ?",
     );
-    this.updateDetailsStmt = db.prepare<[string, string, string, string]>(
+    this.updateRecordStmt = db.prepare<[string, string, string, string]>(
       "UPDATE decisions SET record = ? WHERE id = ? AND account_id = ? AND environment = ?",
     );
   }
 
-  /**
-   * Stores a decision and its evidence (call inside the decide transaction).
-   * The evidence content is canonical JSON; its SHA-256 is the integrity hash.
-   */
-  insert(tenant: Tenant, decision: StoredDecision<Details>, evidence: Record<string, unknown>): void {
+  /** Stores a decision and its evidence (call inside the decide transaction). */
+  insert(tenant: Tenant, decision: DecisionRowWrite): void {
     this.insertDecisionStmt.run({
       id: decision.id,
       accountId: tenant.accountId,
@@ -91,10 +106,10 @@ export class DecisionRepository<Details> {
       decision: decision.decision,
       score: decision.score,
       confidence: decision.confidence,
-      record: JSON.stringify(decision.details),
+      record: decision.record,
     });
-    const content = canonicalJson(evidence);
-    this.insertEvidenceStmt.run(decision.evidenceId, decision.id, tenant.accountId, tenant.environment, content, sha256Hex(content));
+    const { content, integrityHash } = decision.evidence;
+    this.insertEvidenceStmt.run(decision.evidenceId, decision.id, tenant.accountId, tenant.environment, content, integrityHash);
   }
 
   get(tenant: Tenant, id: string): StoredDecision<Details> | undefined {
@@ -114,8 +129,9 @@ export class DecisionRepository<Details> {
     return row && { id: row.id, decisionId: row.decision_id, content: row.content, integrityHash: row.integrity_hash };
   }
 
-  updateDetails(tenant: Tenant, id: string, details: Details): void {
-    this.updateDetailsStmt.run(JSON.stringify(details), id, tenant.accountId, tenant.environment);
+  /** Replaces a decision's record (JSON of its details). */
+  updateRecord(tenant: Tenant, id: string, record: string): void {
+    this.updateRecordStmt.run(record, id, tenant.accountId, tenant.environment);
   }
 
   private fromRow(row: DecisionRow | undefined): StoredDecision<Details> | undefined {

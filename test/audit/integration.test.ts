@@ -108,10 +108,10 @@ describe("audit log of the running service", () => {
     expect(server.app.db.prepare("SELECT count(*) AS n FROM outbox WHERE account_id = ?").get(account.account.id)).toEqual({ n: 0 });
 
     // Carried out again (a crash after the entry, before the task's removal), it writes nothing more.
-    const payload = { audit: { accountId: account.account.id, environment: "test", actor: "key_x", action: "decision.made", subject: row.subject, data: {}, at: decision.created_at }, caseEvents: [], at: decision.created_at };
+    const followUp = { audit: { accountId: account.account.id, environment: "test", actor: "key_x", action: "decision.made", subject: row.subject, data: {}, at: decision.created_at }, caseEvents: [] };
     server.app.db
       .prepare("INSERT INTO outbox (kind, account_id, environment, payload, status, next_attempt_at, created_at, updated_at) VALUES ('decision.follow-up', ?, 'test', ?, 'pending', 0, 0, 0)")
-      .run(account.account.id, JSON.stringify(payload));
+      .run(account.account.id, JSON.stringify({ followUps: [followUp] }));
     await server.app.settled();
     expect((await entries(account.keys.test.secret, "?action=decision.made")).count).toBe(1);
     expect(server.app.db.prepare("SELECT count(*) AS n FROM outbox WHERE account_id = ?").get(account.account.id)).toEqual({ n: 0 });

@@ -7,6 +7,7 @@ import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { appendEntry, fromAuditRow } from "../../src/audit/entry.js";
 import type { AuditRow } from "../../src/audit/entry.js";
+import { AuditLog } from "../../src/audit/log.js";
 import { AuditSigner, importPublicKeyPem } from "../../src/audit/signer.js";
 import { verifyChain } from "../../src/audit/verify.js";
 import { SqliteAuditStore } from "../../src/store/audit.js";
@@ -65,6 +66,19 @@ describe("audit log in SQLite", () => {
     expect(verify()).toEqual({ ok: true, checked: 10, head: { seq: 10, hash: row(10).hash } });
     expect(row(1).environment).toBe("live");
     expect(row(3).account_id).toBeNull();
+  });
+
+  it("appends several entries in one step, each chained to the one before, and they verify", () => {
+    const log = new AuditLog(store, signer, new ManualClock());
+    const fields = (subject: string) => ({ accountId: "acc_1", environment: "live" as const, actor: "system" as const, action: "case.created" as const, subject, data: {} });
+    const records = db.transaction(() => log.recordAll([fields("case_a"), fields("case_b"), fields("case_c")]))();
+    expect(records.map((r) => r.seq)).toEqual([11, 12, 13]);
+    expect(records[0]?.prevHash).toBe(row(10).hash);
+    expect(records[2]?.prevHash).toBe(records[1]?.hash);
+    // Outside a transaction too (its own IMMEDIATE one); an empty list appends nothing.
+    expect(log.recordAll([fields("case_d")]).map((r) => r.seq)).toEqual([14]);
+    expect(log.recordAll([])).toEqual([]);
+    expect(verify()).toEqual({ ok: true, checked: 14, head: { seq: 14, hash: row(14).hash } });
   });
 
   it("keeps ordinary code from updating or deleting entries", () => {
