@@ -56,6 +56,7 @@ export class DecisionEngine {
           filename,
           minThreads: options.threads,
           maxThreads: options.threads,
+          concurrentTasksPerWorker: 2,
           idleTimeout: Number.POSITIVE_INFINITY,
           // Bounded: under overload, fail fast instead of queueing without limit.
           maxQueue: 4096,
