@@ -60,11 +60,20 @@ export class DualProtocolListener {
    * exists, Node routes every request carrying an Upgrade header to it, so the
    * ones the handler declines (curl --http2 asks for h2c) are given back to the
    * HTTP/1.1 server without their upgrade headers and served as before: the
-   * server may ignore an Upgrade it does not want (RFC 9110, 7.8).
+   * server may ignore an Upgrade it does not want (RFC 9110, 7.8). A handler
+   * that throws costs its connection a 500, never the process: nothing above
+   * this event would catch it.
    */
   onUpgrade(handler: UpgradeHandler): void {
     this.http1.on("upgrade", (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
-      if (handler(req, socket, head)) return;
+      let taken: boolean;
+      try {
+        taken = handler(req, socket, head);
+      } catch {
+        socket.end("HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+        return;
+      }
+      if (taken) return;
       const lines = [`${req.method ?? "GET"} ${req.url ?? "/"} HTTP/${req.httpVersion}`];
       for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
         const name = req.rawHeaders[i] as string;

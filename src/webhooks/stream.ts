@@ -57,7 +57,13 @@ export class EventStream {
 
   /** The listener's upgrade hook: takes the connection when it asks for the event stream, else declines. */
   readonly handleUpgrade = (req: http.IncomingMessage, socket: Duplex, head: Buffer): boolean => {
-    const url = new URL(req.url ?? "/", "http://localhost");
+    let url: URL;
+    try {
+      url = new URL(req.url ?? "/", "http://localhost");
+    } catch {
+      // Not the stream's path (`//`, for one, is no URL path): the HTTP/1.1 server answers it.
+      return false;
+    }
     if (url.pathname !== EVENT_STREAM_PATH || req.headers.upgrade?.toLowerCase() !== "websocket") return false;
     // Keys come in headers only: a key in the query string would end up in proxy and access logs.
     const headers = new Headers();

@@ -1,5 +1,6 @@
 // WebSocket delivery with a real `ws` client, on the same port as everything else.
 import http from "node:http";
+import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import type { StreamMessage } from "../../src/webhooks/stream.js";
@@ -98,6 +99,23 @@ describe("WebSocket delivery", () => {
     for (const [q, headers, status] of refusals) {
       expect(await connect(q, headers), `${q} ${JSON.stringify(headers)}`).toEqual({ refused: status });
     }
+  });
+
+  it("answers an upgrade request whose target is no URL path, and keeps serving", async () => {
+    const reply = await new Promise<string>((resolve, reject) => {
+      const socket = net.connect(Number(new URL(server.url).port), "127.0.0.1", () => {
+        socket.write("GET // HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+      });
+      let text = "";
+      socket.on("data", (chunk: Buffer) => {
+        text += chunk.toString("latin1");
+        if (text.includes("\r\n\r\n")) socket.destroy();
+      });
+      socket.on("close", () => resolve(text));
+      socket.on("error", reject);
+    });
+    expect(reply).toMatch(/^HTTP\/1\.1 [45]\d\d /);
+    expect((await fetch(`${server.url}/api/v1/status?public=true`)).status).toBe(200);
   });
 
   it("still serves plain HTTP/1.1 to requests that ask for another upgrade (curl --http2 asks for h2c)", async () => {
