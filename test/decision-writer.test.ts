@@ -222,3 +222,26 @@ describe("decision writer whose thread dies", () => {
     }
   });
 });
+
+describe("decision writer that cannot start", () => {
+  it("fails decides with a clear error instead of starting thread after thread", async () => {
+    // A file where the data directory should be: the thread cannot open the store.
+    const notADirectory = path.join(tempDir(), "file");
+    fs.writeFileSync(notADirectory, "");
+    const db = openDatabase(tempDir());
+    const lines: string[] = [];
+    const logger = createLogger((line) => lines.push(line));
+    const writer = new DecisionWriter(notADirectory, new Outbox(db, new ManualClock(Date.now()), logger), logger);
+    try {
+      await expect(writer.whenReady()).rejects.toThrow();
+      // The thread's exit is reported after its error.
+      await expect.poll(() => lines.some((line) => line.includes("could not start"))).toBe(true);
+      await expect(writer.record(aWrite("acc_1", Date.now()))).rejects.toThrow(/the decision writer could not start/);
+      expect(lines.filter((line) => line.includes("could not start"))).toHaveLength(1);
+      expect(lines.some((line) => line.includes("starting a new one"))).toBe(false);
+    } finally {
+      await writer.close();
+      db.close();
+    }
+  });
+});

@@ -31,8 +31,8 @@ export interface AuditStore {
 
 /**
  * What the rest of the service depends on to record what it changes: call
- * `record` inside the transaction of the change (SQLite nests the append as a
- * savepoint), so the change and its entry are stored together or not at all.
+ * `record` inside the transaction of the change (the append joins it: if either
+ * fails, both roll back), so the change and its entry are stored together or not at all.
  * Code without a transaction of its own wraps the change in `atomically`.
  */
 export interface AuditTrail {

@@ -39,6 +39,13 @@ export type WriteResult =
   | { kind: "replayed"; response: IdempotentResponse }
   | { kind: "failed"; message: string };
 
+/** What became of the follow-ups: how many decisions' failed (left to the outbox runner), and the first error. */
+export interface FollowUpReport {
+  failed: number;
+  queuedEvents: boolean;
+  error?: string;
+}
+
 /** The follow-ups of a batch's stored decisions of one account and environment, with their task. */
 interface PendingFollowUps {
   tenant: Tenant;
@@ -123,7 +130,7 @@ export class DecisionStore {
         try {
           return storeInSavepoint(write);
         } catch (error) {
-          return { kind: "failed", message: error instanceof Error ? error.message : String(error) };
+          return { kind: "failed", message: messageOf(error) };
         }
       });
       return { results, followUps: storeFollowUps(batch, results) };
@@ -136,15 +143,17 @@ export class DecisionStore {
     this.followUpAll = db.transaction((pending: readonly PendingFollowUps[]) => {
       let failed = 0;
       let queuedEvents = false;
+      let firstError: string | undefined;
       for (const group of pending) {
         try {
           queuedEvents = followUpInSavepoint(group) || queuedEvents;
-        } catch {
+        } catch (error) {
           // Its task stays: the outbox runner retries it after the grace period, then dead-letters it.
           failed += group.followUps.length;
+          firstError ??= messageOf(error);
         }
       }
-      return { failed, queuedEvents };
+      return { failed, queuedEvents, ...(firstError !== undefined && { error: firstError }) };
     });
   }
 
@@ -193,7 +202,7 @@ export class DecisionStore {
       this.pending.push(...followUps);
       return results;
     } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
+      const message = messageOf(error);
       return batch.map(() => ({ kind: "failed", message }));
     }
   }
@@ -204,14 +213,14 @@ export class DecisionStore {
    * left to the outbox runner; `queuedEvents` says whether case events were
    * queued for it to deliver.
    */
-  followUp(): { failed: number; queuedEvents: boolean } {
+  followUp(): FollowUpReport {
     const pending = this.pending;
     this.pending = [];
     if (pending.length === 0) return { failed: 0, queuedEvents: false };
     try {
       return this.followUpAll.immediate(pending);
-    } catch {
-      return { failed: pending.reduce((sum, group) => sum + group.followUps.length, 0), queuedEvents: false };
+    } catch (error) {
+      return { failed: pending.reduce((sum, group) => sum + group.followUps.length, 0), queuedEvents: false, error: messageOf(error) };
     }
   }
 }
@@ -222,4 +231,8 @@ function parseJson(text: string): unknown {
   } catch {
     return undefined;
   }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }

@@ -9,7 +9,7 @@ import type { HistoryUpdate } from "../store/history.js";
 import type { IdempotentResponse } from "../store/idempotency.js";
 import type { PolicyTriggeredEventData, ShadowPolicyResult } from "../webhooks/events.js";
 import type { Tenant } from "../store/tenant.js";
-import type { StoredDecisionWrite, WriteResult } from "./decision-store.js";
+import type { FollowUpReport, StoredDecisionWrite, WriteResult } from "./decision-store.js";
 import { followUpOf } from "./follow-up.js";
 import type { DecisionDetails } from "./record.js";
 
@@ -81,7 +81,7 @@ export type WriterReply =
   | { kind: "ready"; recovered: number; queuedEvents: boolean }
   | { kind: "written"; batch: number; results: WriteResult[] }
   /** The batches' follow-ups are done; `failed` of them were left to the outbox runner. */
-  | { kind: "followed"; batches: number[]; failed: number; queuedEvents: boolean }
+  | ({ kind: "followed"; batches: number[] } & FollowUpReport)
   | { kind: "detailsFailed"; decisionId: string; message: string };
 
 /**
@@ -129,6 +129,8 @@ export class DecisionWriter {
   private exited!: Promise<void>;
   /** Between a thread's start and its "ready" (which carries out the follow-ups an earlier one left). */
   private starting = true;
+  /** Set when a thread died before it was ready: no other is started. */
+  private broken: Error | undefined;
   private queue: Pending[] = [];
   private flushScheduled = false;
   /** Batches handed to the writer's thread and not yet answered, by number. */
@@ -175,6 +177,7 @@ export class DecisionWriter {
    */
   record(write: DecisionWrite): Promise<IdempotentResponse | undefined> {
     if (this.closing) return Promise.reject(new Error("the decision writer is closed"));
+    if (this.broken) return Promise.reject(this.broken);
     const outbox = this.outbox.collect(() => {
       for (const effect of this.effects) effect(write);
     });
@@ -239,7 +242,7 @@ export class DecisionWriter {
           if (this.isIdle()) this.whenIdle();
         }
         else if (reply.kind === "written") this.settle(reply.batch, reply.results);
-        else if (reply.kind === "followed") this.followed(reply.batches, reply.failed, reply.queuedEvents);
+        else if (reply.kind === "followed") this.followed(reply.batches, reply);
         else if (reply.kind === "detailsFailed") {
           this.logger.log("warn", "could not record the late comprehensive outcome", { decisionId: reply.decisionId, error: reply.message });
         }
@@ -255,11 +258,19 @@ export class DecisionWriter {
         this.inFlight.clear();
         this.following.clear();
         this.queue = [];
+        const diedStarting = this.starting;
         this.starting = false;
         for (const pending of lost) pending.reject(new Error(`the decision writer stopped (exit code ${code})`));
         if (this.closing) {
           // Closing: nothing to restart; close() waits for this exit.
           this.whenIdle();
+          return;
+        }
+        if (diedStarting) {
+          // It could not even open the store: another thread would fail the same way, in a loop. Decides fail
+          // with a clear error until the service is restarted.
+          this.broken = new Error(`the decision writer could not start (exit code ${code})`);
+          this.logger.log("error", "the decision writer could not start; decides fail until the service restarts", { code });
           return;
         }
         this.logger.log("error", "the decision writer stopped; starting a new one", { code });
@@ -298,11 +309,11 @@ export class DecisionWriter {
     this.flush();
   }
 
-  private followed(batches: number[], failed: number, queuedEvents: boolean): void {
+  private followed(batches: number[], { failed, queuedEvents, error }: FollowUpReport): void {
     for (const batch of batches) this.following.delete(batch);
     if (queuedEvents) this.outbox.notify();
     if (failed > 0) {
-      this.logger.log("warn", "decision follow-ups failed; the outbox runner retries them", { batches, failed });
+      this.logger.log("warn", "decision follow-ups failed; the outbox runner retries them", { batches, failed, error });
     }
     if (this.isIdle()) this.whenIdle();
   }

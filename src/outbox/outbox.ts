@@ -111,6 +111,15 @@ export class OutboxTable {
   }
 }
 
+/** A dead letter's payload: what was stored, or the text itself when it is not JSON (such a task dies at once). */
+function storedPayload(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return { unparsed: text };
+  }
+}
+
 function tenantOf(row: OutboxRow): Tenant | undefined {
   return row.account_id && row.environment ? { accountId: row.account_id, environment: row.environment } : undefined;
 }
@@ -132,9 +141,9 @@ interface OutboxRow {
  * transaction as the change that causes them, and a runner in the server
  * carries them out afterwards, retrying with backoff. After a crash the rows
  * are still there, and a task that ran but was not yet marked done runs
- * again: handlers key their stored effects on the task, so those happen once,
- * while what leaves the service (webhook deliveries) is at least once
- * (docs/webhooks.md). Tasks that exhaust
+ * again: the decision follow-ups are idempotent (decisions/follow-up.ts),
+ * while what leaves the service is at least once — an event run again fans
+ * out its deliveries again, with the same event id (docs/webhooks.md). Tasks that exhaust
  * their retries stay as 'dead' rows: the one dead-letter queue of the service.
  */
 export class Outbox {
@@ -246,7 +255,7 @@ export class Outbox {
       lastError: row.last_error,
       createdAt: row.created_at,
       updatedAt: row.updated_at,
-      payload: JSON.parse(row.payload) as unknown,
+      payload: storedPayload(row.payload),
     }));
   }
 
@@ -330,8 +339,12 @@ export class Outbox {
     try {
       this.settle(batch);
     } catch (error) {
-      // The rows stay pending and run again: nothing is lost, and stored effects are not doubled.
-      this.logger.log("error", "could not record background task outcomes", { error: String(error) });
+      // The outcomes are kept and recorded at the next poll. The tasks stay in flight meanwhile, so none of them
+      // runs again (a webhook POSTed again, an event fanned out again) only because its outcome was not recorded.
+      this.logger.log("error", "could not record background task outcomes; trying again", { error: String(error) });
+      this.finished = [...batch, ...this.finished];
+      setTimeout(() => this.settleFinished(), POLL_MS).unref();
+      return;
     }
     for (const [row] of batch) {
       this.inFlight.get(row.id)?.resolve();
@@ -342,14 +355,14 @@ export class Outbox {
   }
 
   private async runOne(row: OutboxRow): Promise<TaskOutcome> {
-    const task: OutboxTask = {
-      id: row.id,
-      kind: row.kind,
-      tenant: tenantOf(row),
-      payload: JSON.parse(row.payload) as unknown,
-      attempts: row.attempts,
-      createdAt: row.created_at,
-    };
+    let payload: unknown;
+    try {
+      payload = JSON.parse(row.payload) as unknown;
+    } catch {
+      // Nothing can ever run it: straight to the dead letters, where it can be seen.
+      return { kind: "dead", error: `the ${row.kind} task's payload is not JSON` };
+    }
+    const task: OutboxTask = { id: row.id, kind: row.kind, tenant: tenantOf(row), payload, attempts: row.attempts, createdAt: row.created_at };
     const handler = this.handlers.get(row.kind);
     if (!handler) return { kind: "dead", error: `no handler for ${row.kind} tasks` };
     try {

@@ -133,7 +133,7 @@ export function buildApp(options: AppOptions): App {
   });
   const decisions = new DecisionRepository<DecisionDetails>(db);
   const idempotency = new IdempotencyRepository(db);
-  const analyzeState = new AnalyzeStateRepository(db);
+  const analyzeState = new AnalyzeStateRepository(db, logger);
   const checkpointer = new Checkpointer(db, config.dataDir, logger);
   const policyRepository = new PolicyRepository(db);
   const listRepository = new ListRepository(db);

@@ -1,3 +1,4 @@
+import type { Logger } from "../log.js";
 import type { Db } from "./database.js";
 import type { Tenant } from "./tenant.js";
 
@@ -15,16 +16,15 @@ interface PendingPut {
  * the puts of one event-loop turn are committed together right after it.
  */
 export class AnalyzeStateRepository {
-  private readonly getStmt;
   private readonly putStmt;
   private readonly pruneStmt;
   private readonly putBatch;
   private pending = new Map<string, PendingPut>();
 
-  constructor(db: Db) {
-    this.getStmt = db.prepare<[string, string, string, number], { value: string }>(
-      "SELECT value FROM analyze_state WHERE account_id = ? AND environment = ? AND key = ? AND expires_at > ?",
-    );
+  constructor(
+    db: Db,
+    private readonly logger: Logger,
+  ) {
     this.putStmt = db.prepare<[string, string, string, string, number]>(
       "INSERT INTO analyze_state VALUES (?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at",
     );
@@ -34,15 +34,8 @@ export class AnalyzeStateRepository {
     });
   }
 
-  get<T>(tenant: Tenant, key: string, now: number): T | undefined {
-    const waiting = this.pending.get(pendingKey(tenant, key));
-    if (waiting) return waiting.expiresAt > now ? (JSON.parse(waiting.value) as T) : undefined;
-    const row = this.getStmt.get(tenant.accountId, tenant.environment, key, now);
-    return row && (JSON.parse(row.value) as T);
-  }
-
   put(tenant: Tenant, key: string, value: unknown, expiresAt: number): void {
-    if (this.pending.size === 0) setImmediate(() => this.flush());
+    if (this.pending.size === 0) setImmediate(() => this.flushBestEffort());
     this.pending.set(pendingKey(tenant, key), { tenant, key, value: JSON.stringify(value), expiresAt });
   }
 
@@ -52,6 +45,18 @@ export class AnalyzeStateRepository {
     const puts = this.pending.values();
     this.pending = new Map();
     this.putBatch(puts);
+  }
+
+  /**
+   * The end-of-turn flush runs outside any request: a failing commit (disk
+   * full, I/O error) must cost the batch, which is best effort, not the process.
+   */
+  private flushBestEffort(): void {
+    try {
+      this.flush();
+    } catch (error) {
+      this.logger.log("warn", "could not store analyze state; this turn's is lost", { error: String(error) });
+    }
   }
 
   prune(now: number): number {

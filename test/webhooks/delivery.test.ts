@@ -279,6 +279,21 @@ describe("HTTP delivery", () => {
     expect((await api(keys.test.secret, "POST", "/api/v1/webhooks", { ...check, secret })).json.data.reason).toBe("signature_mismatch");
   });
 
+  it("dead-letters a task whose stored payload is not JSON, and lists it, instead of stopping the runner", async () => {
+    const { account, keys } = server.createAccount();
+    server.app.db
+      .prepare("INSERT INTO outbox (kind, account_id, environment, payload, status, next_attempt_at, created_at, updated_at) VALUES ('event', ?, 'test', 'not json', 'pending', 0, 0, 0)")
+      .run(account.id);
+    await drain();
+    const letters = (await api(keys.test.secret, "GET", "/api/v1/dead-letters")).json.data.deadLetters as Array<DeadLetterJson & { payload: { unparsed?: string } }>;
+    expect(letters.map((l) => ({ kind: l.kind, lastError: l.lastError, payload: l.payload }))).toEqual([
+      { kind: "event", lastError: "the event task's payload is not JSON", payload: { unparsed: "not json" } },
+    ]);
+    // The runner carries on with other work.
+    await decide(keys.test.secret, false);
+    await drain();
+  });
+
   it("gives up an attempt after 10 seconds without an answer and retries it", async () => {
     // A receiver that accepts the request and never answers.
     const silent = http.createServer(() => {});
