@@ -43,7 +43,8 @@ export type IdPrefix =
   | "fb"
   | "cb"
   | "aud"
-  | "evt";
+  | "evt"
+  | "anm";
 
 /** Characters of the time part: 62^8 ms reach the year 8900. */
 const TIME_CHARS = 8;

@@ -19,13 +19,13 @@ type Check = (message: Fields, path: string, out: Violation[]) => void;
 
 const compiled = new WeakMap<DescMessage, Check[]>();
 
-/** Returns every rule the message breaks; empty when it is valid. */
 /** The 400 for a request that breaks the contract's rules or shape, naming every violation. */
 export function invalidRequest(violations: readonly Violation[]): ConnectError {
   const summary = violations.map((v) => `${v.field} ${v.description}`).join("; ");
   return apiError("VALIDATION_ERROR", `invalid request: ${summary}`, { fieldViolations: [...violations] });
 }
 
+/** Returns every rule the message breaks; empty when it is valid. */
 export function validateMessage(desc: DescMessage, message: object): Violation[] {
   const out: Violation[] = [];
   runChecks(desc, message as Fields, "", out);

@@ -1,6 +1,6 @@
 import type { StoredDecision } from "../store/decisions.js";
 import type { Tenant } from "../store/tenant.js";
-import type { DecisionDetails } from "../decisions/record.js";
+import { decisionSummary, type DecisionDetails } from "../decisions/record.js";
 import type { AuditActor, AuditFields } from "./entry.js";
 
 /**
@@ -17,15 +17,6 @@ export function decisionAuditFields(write: { tenant: Tenant; actor: AuditActor; 
     actor,
     action: "decision.made",
     subject: decision.id,
-    data: {
-      requestId: decision.requestId,
-      evidenceId: decision.evidenceId,
-      userId: decision.userId,
-      action: decision.action,
-      decision: decision.decision,
-      score: decision.score,
-      confidence: decision.confidence,
-      reasons: decision.details.reasons,
-    },
+    data: decisionSummary(decision),
   };
 }

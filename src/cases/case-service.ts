@@ -3,14 +3,13 @@ import type { AuditTrail } from "../audit/log.js";
 import type { Clock } from "../clock.js";
 import type { EventPublisher } from "../events/publisher.js";
 import { newId } from "../ids.js";
-import type { CaseRepository, StoredCase } from "../store/cases.js";
+import type { CaseRepository, NewCase, StoredCase } from "../store/cases.js";
 import type { Db } from "../store/database.js";
 import type { Tenant } from "../store/tenant.js";
 import type { CaseSummary } from "../webhooks/events.js";
 import { CASE_SCORE_THRESHOLD, canTransition, isClosed, priorityFromScore, allowedTransitions, type CaseStatus } from "./lifecycle.js";
 
-/** A case a decision opens: what the decision writer stores as the decision's follow-up (decisions/follow-up.ts). */
-export type NewCase = Pick<StoredCase, "id" | "decisionId" | "userId" | "priority" | "score" | "decision" | "reasons">;
+export type { NewCase } from "../store/cases.js";
 
 /**
  * The case a decision opens (part 3.2: score at or above 80; or its deciding

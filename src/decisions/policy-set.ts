@@ -1,5 +1,4 @@
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import type { JsonObject } from "@bufbuild/protobuf";
 import {
   DEFAULT_POLICY,
   ListSnapshot,
@@ -7,10 +6,10 @@ import {
   evaluatePolicies,
   formatCompileError,
   type CompiledPolicy,
+  type EvaluationContext,
   type PolicyDefinition,
   type PolicyEvaluation,
 } from "../policies/index.js";
-import type { Signals } from "../engine/index.js";
 import type { ListRepository } from "../store/lists.js";
 import type { PolicyRepository, StoredPolicy } from "../store/policies.js";
 import type { Tenant } from "../store/tenant.js";
@@ -44,19 +43,8 @@ export function definitionOf(policy: Pick<StoredPolicy, "id" | "version" | "stat
   };
 }
 
-/** What a decision's inputs look like to the policies. */
-export interface PolicyInputs {
-  score: number;
-  action: string;
-  userId: string;
-  amount: number | undefined;
-  currency: string;
-  email: string;
-  ip: string;
-  deviceId: string;
-  metadata: JsonObject | undefined;
-  signals: Signals;
-}
+/** What a decision's inputs look like to the policies (the lists come from the tenant's set). */
+export type PolicyInputs = Omit<EvaluationContext, "lists">;
 
 /**
  * Compiled policies and list snapshots per tenant, built on first use and
@@ -116,18 +104,6 @@ export class PolicySets {
   }
 
   evaluate(policies: TenantPolicies, inputs: PolicyInputs): PolicyEvaluation {
-    return evaluatePolicies(policies.compiled, {
-      score: inputs.score,
-      action: inputs.action,
-      userId: inputs.userId,
-      amount: inputs.amount,
-      currency: inputs.currency,
-      email: inputs.email,
-      ip: inputs.ip,
-      deviceId: inputs.deviceId,
-      metadata: inputs.metadata,
-      signals: inputs.signals,
-      lists: policies.lists,
-    });
+    return evaluatePolicies(policies.compiled, { ...inputs, lists: policies.lists });
   }
 }

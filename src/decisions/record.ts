@@ -1,5 +1,6 @@
 import type { JsonValue } from "@bufbuild/protobuf";
 import type { Contribution } from "../engine/index.js";
+import type { StoredDecision } from "../store/decisions.js";
 
 /** One policy's outcome on one decision, as stored and shown in GetDecision. */
 export interface PolicyResultRecord {
@@ -30,4 +31,18 @@ export interface DecisionDetails {
   processingTimeMs: number;
   /** When the comprehensive path missed its budget: what it said once it finished. */
   lateComprehensive?: { score: number; reasons: string[]; comprehensivePathMs: number } | { failed: true };
+}
+
+/** What a decision's audit entry and its decision.* event both say of it. */
+export function decisionSummary(decision: StoredDecision<DecisionDetails>) {
+  return {
+    requestId: decision.requestId,
+    evidenceId: decision.evidenceId,
+    userId: decision.userId,
+    action: decision.action,
+    decision: decision.decision,
+    score: decision.score,
+    confidence: decision.confidence,
+    reasons: decision.details.reasons,
+  };
 }

@@ -1,6 +1,7 @@
 import { caseSummary, openedCase } from "../cases/case-service.js";
 import type { EventPublisher } from "../events/publisher.js";
 import { decisionEventType, type Decision } from "../webhooks/events.js";
+import { decisionSummary } from "./record.js";
 import type { DecisionWriter } from "./writer.js";
 
 /**
@@ -14,14 +15,9 @@ export function registerDecisionSideEffects(writer: DecisionWriter, events: Even
     const verdict = decision.decision as Decision;
     events.publish(tenant, decisionEventType(verdict), {
       decisionId: decision.id,
-      requestId: decision.requestId,
-      evidenceId: decision.evidenceId,
-      userId: decision.userId,
-      action: decision.action,
+      ...decisionSummary(decision),
       decision: verdict,
-      score: decision.score,
-      confidence: decision.confidence,
-      reasons: decision.details.reasons,
+      ...(policy.decidedBy !== undefined && { policyId: policy.decidedBy }),
       shadowResults: policy.shadowResults,
     });
     for (const triggered of policy.triggered) {

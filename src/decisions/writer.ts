@@ -19,6 +19,8 @@ export interface PolicyEffects {
   triggered: Array<Omit<PolicyTriggeredEventData, "decisionId" | "requestId" | "userId" | "action" | "score">>;
   /** Shadow policies' results, for the decision event. */
   shadowResults: ShadowPolicyResult[];
+  /** The active policy whose rule set the decision, when one did (the decision event's policyId). */
+  decidedBy?: string | undefined;
 }
 
 /** A decide's state, as the decision service hands it over. */

@@ -4,11 +4,11 @@ import type { ListKind } from "../policies/index.js";
 import type { DecisionEntities } from "../store/history.js";
 
 /** Entity kinds of the fraud graph; each key is `<tag>:<value>`. */
-export const ENTITY_TAGS = { user: "u", device: "d", ip: "i", email: "e", card: "c", account: "a" } as const;
+const ENTITY_TAGS = { user: "u", device: "d", ip: "i", email: "e", card: "c", account: "a" } as const;
 export type EntityKind = keyof typeof ENTITY_TAGS;
 
 /** An e-mail as entity keys hold it: compared case-insensitively, surrounding spaces ignored. */
-export function emailKey(email: string): string {
+function emailKey(email: string): string {
   return email.trim().toLowerCase();
 }
 
@@ -47,13 +47,13 @@ export function entityValueOfKind(entities: DecisionEntities, kind: string): str
  * Metadata keys whose values join the graph as card and bank-account
  * identifiers (docs/feedback.md). Send a fingerprint or token, never a card number.
  */
-export const METADATA_IDENTIFIERS = { cardFingerprint: "card", accountNumber: "account" } as const;
+const METADATA_IDENTIFIERS = ["cardFingerprint", "accountNumber"] as const;
 const MAX_IDENTIFIER_LENGTH = 256;
 
 /** The card and bank-account identifiers of a request's metadata; absent keys are left out. */
 export function metadataIdentifiers(metadata: { [key: string]: JsonValue } | undefined): Pick<DecisionEntities, "cardFingerprint" | "accountNumber"> {
   const found: Pick<DecisionEntities, "cardFingerprint" | "accountNumber"> = {};
-  for (const key of Object.keys(METADATA_IDENTIFIERS) as Array<keyof typeof METADATA_IDENTIFIERS>) {
+  for (const key of METADATA_IDENTIFIERS) {
     const value = metadata?.[key];
     const text = typeof value === "string" ? value.trim() : typeof value === "number" ? String(value) : "";
     if (text !== "" && text.length <= MAX_IDENTIFIER_LENGTH) found[key] = text;
@@ -62,23 +62,27 @@ export function metadataIdentifiers(metadata: { [key: string]: JsonValue } | und
 }
 
 /**
- * The graph keys of a decision's entities, deduplicated. E-mails are compared
- * case-insensitively and IPs in canonical form, so the same entity always has
- * the same key.
+ * The key of each of a decision's entities, "" for one it did not carry. Keys
+ * carry a type tag, so a user id can never collide with an e-mail or IP;
+ * e-mails are compared case-insensitively and IPs in canonical form, so the
+ * same entity always has the same key. The fraud graph and the history's
+ * velocity counters both key entities this way.
  */
+export function entityKeysByKind(entities: DecisionEntities): Record<EntityKind, string> {
+  const key = (kind: EntityKind, value: string | undefined) => (value ? `${ENTITY_TAGS[kind]}:${value}` : "");
+  return {
+    user: key("user", entities.userId),
+    device: key("device", entities.deviceId),
+    ip: key("ip", entities.ip && ipKey(entities.ip)),
+    email: key("email", emailKey(entities.email)),
+    card: key("card", entities.cardFingerprint),
+    account: key("account", entities.accountNumber),
+  };
+}
+
+/** The graph keys of a decision's entities, deduplicated. */
 export function entityKeys(entities: DecisionEntities): string[] {
-  const ip = entities.ip && ipKey(entities.ip);
-  const values: Array<[EntityKind, string | undefined]> = [
-    ["user", entities.userId],
-    ["device", entities.deviceId],
-    ["ip", ip],
-    ["email", emailKey(entities.email)],
-    ["card", entities.cardFingerprint],
-    ["account", entities.accountNumber],
-  ];
-  const keys = new Set<string>();
-  for (const [kind, value] of values) if (value) keys.add(`${ENTITY_TAGS[kind]}:${value}`);
-  return [...keys];
+  return [...new Set(Object.values(entityKeysByKind(entities)).filter((key) => key !== ""))];
 }
 
 /** The entities of a stored decision, read back from its request (protobuf JSON, IP as resolved). */

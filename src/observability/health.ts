@@ -43,12 +43,8 @@ export class HealthMonitor {
     }
   }
 
-  checks(): CheckResult[] {
-    return this.report().checks;
-  }
-
-  /** The checks and the backlog they were made from (one count of it), for reports that show both. */
-  report(): { checks: CheckResult[]; backlog: number | undefined } {
+  /** The checks, whether all pass, and the backlog they were made from (one count of it). */
+  report(): { checks: CheckResult[]; ready: boolean; backlog: number | undefined } {
     let database: CheckResult;
     try {
       this.probe.get();
@@ -66,10 +62,10 @@ export class HealthMonitor {
       },
       { name: "accepting", ok: !this.draining, detail: this.draining ? "shutting down" : "ok" },
     ];
-    return { checks, backlog: pending };
+    return { checks, ready: checks.every((check) => check.ok), backlog: pending };
   }
 
   ready(): boolean {
-    return this.checks().every((check) => check.ok);
+    return this.report().ready;
   }
 }

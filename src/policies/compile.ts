@@ -207,6 +207,6 @@ function fingerprintOf(definition: PolicyDefinition): string {
 const SHARED_CACHE = new PolicyCache();
 
 /** Compiles a policy, reusing the programs of an earlier compile of the same (id, version). */
-export function compilePolicy(definition: PolicyDefinition, cache: PolicyCache = SHARED_CACHE): CompileResult {
-  return cache.compile(definition);
+export function compilePolicy(definition: PolicyDefinition): CompileResult {
+  return SHARED_CACHE.compile(definition);
 }

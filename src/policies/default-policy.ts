@@ -5,14 +5,14 @@
 
 import type { PolicyDefinition } from "./model.js";
 
-export const DEFAULT_POLICY_ID = "pol_default_thresholds";
+const DEFAULT_POLICY_ID = "pol_default_thresholds";
 
 /**
  * The lowest priority the API accepts (CreatePolicyRequest.priority). At equal
  * priority a built-in policy is evaluated after custom ones, so every custom
  * policy comes first.
  */
-export const DEFAULT_POLICY_PRIORITY = -1_000_000;
+const DEFAULT_POLICY_PRIORITY = -1_000_000;
 
 export const DEFAULT_POLICY: PolicyDefinition & { readonly name: string; readonly description: string } = {
   id: DEFAULT_POLICY_ID,

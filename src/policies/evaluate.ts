@@ -97,14 +97,39 @@ function comparePolicies(a: CompiledPolicy, b: CompiledPolicy): number {
   return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
 }
 
+/** A policy set in evaluation order, and which structured variables its rules read. */
+interface PreparedPolicies {
+  ordered: readonly CompiledPolicy[];
+  readsMetadata: boolean;
+  readsSignals: boolean;
+}
+
+/**
+ * Prepared once per policy set: callers hand over the same (readonly) array
+ * for every decision of a tenant until its policies change (PolicySets), and
+ * for every row of a backtest.
+ */
+const preparedSets = new WeakMap<readonly CompiledPolicy[], PreparedPolicies>();
+
+function prepared(policies: readonly CompiledPolicy[]): PreparedPolicies {
+  let set = preparedSets.get(policies);
+  if (!set) {
+    const reads = (variable: string) => policies.some((policy) => policy.rules.some((rule) => rule.variables.includes(variable)));
+    set = { ordered: [...policies].sort(comparePolicies), readsMetadata: reads("metadata"), readsSignals: reads("signals") };
+    preparedSets.set(policies, set);
+  }
+  return set;
+}
+
 export function evaluatePolicies(policies: readonly CompiledPolicy[], context: EvaluationContext): PolicyEvaluation {
   const lists = context.lists ?? ListSnapshot.EMPTY;
-  const bindings = bindingsOf(context, lists, policies);
+  const set = prepared(policies);
+  const bindings = bindingsOf(context, lists, set);
   const results: PolicyResult[] = [];
   const shadowResults: PolicyResult[] = [];
   let decidedBy: PolicyEvaluation["decidedBy"] = null;
 
-  for (const policy of [...policies].sort(comparePolicies)) {
+  for (const policy of set.ordered) {
     if (policy.status === "disabled") continue;
     if (policy.actions.size > 0 && !policy.actions.has(context.action)) continue;
     if (policy.status === "active") {
@@ -177,8 +202,7 @@ function evaluateRule(rule: CompiledRule, bindings: Bindings, lists: ListSnapsho
 /** The structured variables, converted only when a rule reads them: most policies look at the score alone. */
 const EMPTY_CEL_MAP = celMap(new Map<string, CelInput>());
 
-function bindingsOf(context: EvaluationContext, lists: ListSnapshot, policies: readonly CompiledPolicy[]): Bindings {
-  const reads = (variable: string) => policies.some((policy) => policy.rules.some((rule) => rule.variables.includes(variable)));
+function bindingsOf(context: EvaluationContext, lists: ListSnapshot, set: PreparedPolicies): Bindings {
   return {
     score: context.score,
     action: context.action,
@@ -188,8 +212,8 @@ function bindingsOf(context: EvaluationContext, lists: ListSnapshot, policies: r
     email: context.email ?? "",
     ip: context.ip ?? "",
     deviceId: context.deviceId ?? "",
-    metadata: reads("metadata") ? toCel(context.metadata ?? {}) : EMPTY_CEL_MAP,
-    signals: reads("signals") ? toCel(context.signals) : EMPTY_CEL_MAP,
+    metadata: set.readsMetadata ? toCel(context.metadata ?? {}) : EMPTY_CEL_MAP,
+    signals: set.readsSignals ? toCel(context.signals) : EMPTY_CEL_MAP,
     lists: lists.celValue,
   };
 }

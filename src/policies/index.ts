@@ -3,7 +3,7 @@
 // See docs/policies.md.
 
 export { compilePolicy, compilePolicyUncached, formatCompileError, PolicyCache } from "./compile.js";
-export { DEFAULT_POLICY, DEFAULT_POLICY_ID, DEFAULT_POLICY_PRIORITY } from "./default-policy.js";
+export { DEFAULT_POLICY } from "./default-policy.js";
 export { decisionOf, evaluatePolicies } from "./evaluate.js";
 export type { EvaluationContext, PolicyEvaluation, PolicyResult, RuleError } from "./evaluate.js";
 export { ListSnapshot, isValidListName, normalizeListEntry } from "./lists.js";

@@ -228,10 +228,10 @@ export function buildApp(options: AppOptions): App {
     health,
     logger,
     gauges: () => {
-      const { checks, backlog } = health.report();
+      const { ready, backlog } = health.report();
       return {
         fraud_background_backlog: { help: "Pending background tasks (-1 when they cannot be counted).", value: backlog ?? -1 },
-        fraud_ready: { help: "1 when every readiness check passes.", value: checks.every((check) => check.ok) ? 1 : 0 },
+        fraud_ready: { help: "1 when every readiness check passes.", value: ready ? 1 : 0 },
       };
     },
   });

@@ -121,8 +121,7 @@ export class Dispatcher {
   }
 
   private serveHealth(pathname: string, res: NodeResponse): void {
-    const checks = this.deps.health.checks();
-    const ready = checks.every((check) => check.ok);
+    const { checks, ready } = this.deps.health.report();
     const live = true;
     const ok = pathname === "/api/health/live" ? live : ready;
     const body = JSON.stringify({ status: ok ? "ok" : "unavailable", live, ready, checks });

@@ -2,7 +2,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import type { ConsortiumService } from "../../gen/fraud/v1/consortium_pb.js";
 import { apiError } from "../api/errors.js";
 import type { Clock } from "../clock.js";
-import { HASH_FORMAT, verifyBatch, type Indicator, type IndicatorType } from "../consortium/indicators.js";
+import { HASH_FORMAT, SIGNATURE_TOLERANCE_SECONDS, verifyBatch, type Indicator, type IndicatorType } from "../consortium/indicators.js";
 import type { ConsortiumRepository } from "../store/consortium.js";
 import { callerScope } from "./scope.js";
 
@@ -30,7 +30,7 @@ export function createConsortiumService(deps: { consortium: ConsortiumRepository
       const now = deps.clock.now();
       const verification = verifyBatch(settings.key, batch, request.signature, now);
       if (verification === "signature_mismatch") throw apiError("UNAUTHORIZED", "the batch signature does not verify with this consortium's key");
-      if (verification === "outside_tolerance") throw apiError("UNAUTHORIZED", "the batch was signed more than 300 seconds from this server's clock");
+      if (verification === "outside_tolerance") throw apiError("UNAUTHORIZED", `the batch was signed more than ${SIGNATURE_TOLERANCE_SECONDS} seconds from this server's clock`);
       const stored = deps.consortium.storeBatch(tenant.environment, request.batchId, indicators, now);
       return { accepted: stored ? indicators.length : 0, duplicate: !stored };
     },

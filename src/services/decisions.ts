@@ -76,6 +76,7 @@ function policyEffects(policies: TenantPolicies, evaluation: PolicyEvaluation, s
   }
   return {
     triggered,
+    decidedBy: evaluation.decidedBy?.policyId,
     shadowResults: evaluation.shadowResults.map((result) => {
       const { name, rule } = describe(result);
       return {

@@ -24,7 +24,7 @@ export function registerHealth(router: ConnectRouter, monitor: HealthMonitor, se
     },
     list() {
       // One readiness check for all: every known service shares the server's status.
-      const status = monitor.ready() ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
+      const status = statusOf("");
       return { statuses: Object.fromEntries([...known].map((service) => [service, { status }])) };
     },
     async *watch(request, ctx) {

@@ -8,7 +8,7 @@ import type { BacktestOutcome } from "../decisions/backtest.js";
 import type { DecisionEngine } from "../decisions/engine.js";
 import { definitionOf, type PolicySets } from "../decisions/policy-set.js";
 import { newId } from "../ids.js";
-import { DEFAULT_POLICY, compilePolicyUncached, formatCompileError, type PolicyDefinition } from "../policies/index.js";
+import { DEFAULT_POLICY, compilePolicy, formatCompileError, type PolicyDefinition } from "../policies/index.js";
 import type { Db } from "../store/database.js";
 import type { PolicyRepository, StoredPolicy } from "../store/policies.js";
 import type { Tenant } from "../store/tenant.js";
@@ -53,9 +53,12 @@ const BUILT_IN_POLICY = toPolicy(
   true,
 );
 
-/** Refuses a policy whose rules do not compile, naming each rule and position. */
+/**
+ * Refuses a policy whose rules do not compile, naming each rule and position.
+ * Through the shared cache: the saved policy's first decide then finds it compiled.
+ */
 function checkCompiles(definition: PolicyDefinition): void {
-  const result = compilePolicyUncached(definition);
+  const result = compilePolicy(definition);
   if (result.ok) return;
   const fieldViolations = result.errors.map((error) => ({
     field: error.ruleIndex === -1 ? "status" : `rules[${error.ruleIndex}].${error.position ? "condition" : "action"}`,

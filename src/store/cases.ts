@@ -22,6 +22,9 @@ export interface StoredCase {
   updatedAt: number;
 }
 
+/** A case a decision opens: what the decision writer stores as the decision's follow-up (decisions/follow-up.ts). */
+export type NewCase = Pick<StoredCase, "id" | "decisionId" | "userId" | "priority" | "score" | "decision" | "reasons">;
+
 interface CaseRow {
   id: string;
   decision_id: string;
@@ -87,7 +90,7 @@ export class CaseRepository {
   }
 
   /** Opens the case of a decision; false when that decision already has one. */
-  open(tenant: Tenant, fields: Pick<StoredCase, "id" | "decisionId" | "userId" | "priority" | "score" | "decision" | "reasons">, now: number): boolean {
+  open(tenant: Tenant, fields: NewCase, now: number): boolean {
     return (
       this.insertStmt.run({ ...tenant, ...fields, reasons: JSON.stringify(fields.reasons), now }).changes === 1
     );

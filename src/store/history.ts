@@ -1,5 +1,5 @@
 import type { AmountStats, HistorySnapshot, WindowCounts } from "../engine/index.js";
-import { ENTITY_TAGS, emailKey, ipKey } from "../graph/entities.js";
+import { entityKeysByKind, ipKey } from "../graph/entities.js";
 import type { Db } from "./database.js";
 import type { Tenant } from "./tenant.js";
 
@@ -48,15 +48,13 @@ interface ProfileRow {
   amounts: string;
 }
 
-/** Entity keys carry a type tag so a user id can never collide with an e-mail or IP. */
+/**
+ * The counted entities' keys, as the graph keys them (canonical e-mail and IP:
+ * a notation variant of an address must not start a fresh count).
+ */
 function entityKeys(entities: DecisionEntities): Record<"user" | "ip" | "device" | "email", string> {
-  // Canonical e-mail and IP, as the graph keys them: a notation variant of an address must not start a fresh count.
-  return {
-    user: entities.userId && `${ENTITY_TAGS.user}:${entities.userId}`,
-    ip: entities.ip && `${ENTITY_TAGS.ip}:${ipKey(entities.ip)}`,
-    device: entities.deviceId && `${ENTITY_TAGS.device}:${entities.deviceId}`,
-    email: entities.email && `${ENTITY_TAGS.email}:${emailKey(entities.email)}`,
-  };
+  const { user, ip, device, email } = entityKeysByKind(entities);
+  return { user, ip, device, email };
 }
 
 /** Sliding-window estimate from a window's current and previous bucket. */

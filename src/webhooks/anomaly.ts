@@ -1,6 +1,6 @@
 import type { DecisionWriter } from "../decisions/writer.js";
 import type { EventPublisher } from "../events/publisher.js";
-import { randomBase62 } from "../ids.js";
+import { newId } from "../ids.js";
 import type { Tenant } from "../store/tenant.js";
 
 /** Decisions per window; the rule compares the latest window with the one before it. */
@@ -84,7 +84,7 @@ export function registerAnomalyDetection(writer: DecisionWriter, events: EventPu
     state.quietUntil = now + ANOMALY_COOL_DOWN_MS;
     const latest = state.outcomes.slice(ANOMALY_WINDOW);
     events.publish(tenant, "anomaly.detected", {
-      anomalyId: `anm_${randomBase62(22)}`,
+      anomalyId: newId("anm", now),
       kind: "deny_rate_spike",
       severity: severity(denyRate),
       description: `${state.latestDenies} of the last ${ANOMALY_WINDOW} decisions were denies (${Math.round(denyRate * 100)} %), against ${Math.round(baseline * 100)} % in the ${ANOMALY_WINDOW} before them`,

@@ -1,6 +1,8 @@
 import type { Environment } from "../auth/keys.js";
 import type { Clock } from "../clock.js";
 import { newId } from "../ids.js";
+import type { CasePriority, CaseStatus } from "../cases/lifecycle.js";
+import type { Decision } from "../engine/score.js";
 
 /** The eight event types of the specification (part 6). */
 export const EVENT_TYPES = [
@@ -16,9 +18,7 @@ export const EVENT_TYPES = [
 
 export type EventType = (typeof EVENT_TYPES)[number];
 
-export type Decision = "allow" | "challenge" | "deny";
-export type CaseStatus = "open" | "investigating" | "escalated" | "resolved" | "dismissed";
-export type CasePriority = "critical" | "high" | "medium" | "low";
+export type { CasePriority, CaseStatus, Decision };
 
 /** What a policy in shadow mode would have done; the specification puts these in webhook payloads. */
 export interface ShadowPolicyResult {

@@ -174,6 +174,8 @@ describe("HTTP delivery", () => {
     }
     const deny = JSON.parse(receiver.requests.find((r) => r.headers["fraud-event-type"] === "decision.deny")?.body ?? "{}") as WebhookEvent<"decision.deny">;
     expect(deny.data).toMatchObject({ decision: "deny", userId: "fraudster", shadowResults: [] });
+    // The built-in thresholds denied it: the decision event names the policy whose rule set it (docs/webhooks.md).
+    expect(deny.data.policyId).toBe("pol_default_thresholds");
     expect(deny.data.reasons.length).toBeGreaterThan(0);
   });
 
