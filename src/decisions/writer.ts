@@ -109,10 +109,10 @@ interface Pending {
 /**
  * Stores each decide's state before its response, in a thread of its own.
  *
- * The writes are SQLite's largest cost on the request path (about a third of
- * the request thread's time: rows, indexes, the audit signature, the commit),
- * and the request thread is what limits decide's throughput; the writer's
- * thread does them on another core. Every caller still waits for the commit
+ * The writes were SQLite's largest cost on the request path (about a third of
+ * the request thread's time: rows, indexes, the audit signature, the commit);
+ * the writer's thread does them on another core, and the request thread
+ * prepares what it stores (prepareWrite) so that it only stores. Every caller still waits for the commit
  * before answering, so nothing is answered that is not stored.
  *
  * Group commit: the writes of one event-loop turn go to the writer as one

@@ -744,7 +744,7 @@ export type DecisionRecord = Message<"fraud.v1.DecisionRecord"> & {
   fastPathMs: number;
 
   /**
-   * Milliseconds spent on the comprehensive path (or its budget when it missed).
+   * Milliseconds spent on the comprehensive path; 0 when it missed its budget and the fast path answered.
    *
    * @generated from field: double comprehensive_path_ms = 18;
    */
