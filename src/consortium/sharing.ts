@@ -1,16 +1,14 @@
-import http from "node:http";
-import https from "node:https";
 import type { Clock } from "../clock.js";
 import { newId } from "../ids.js";
 import type { Outbox, OutboxTask, TaskOutcome } from "../outbox/outbox.js";
 import type { ConsortiumRepository } from "../store/consortium.js";
 import type { Tenant } from "../store/tenant.js";
-import { guardWebhookRequest, type GuardOptions } from "../webhooks/address-guard.js";
+import type { GuardOptions } from "../webhooks/address-guard.js";
+import { guardedPost } from "../webhooks/http-delivery.js";
 import { signBatch, type Indicator } from "./indicators.js";
 
 /** Outbox task kind of one batch of indicators on its way to the consortium. */
 export const CONSORTIUM_SHARE_TASK = "consortium.share";
-const ATTEMPT_TIMEOUT_MS = 10_000;
 
 /** What the outbox keeps: hashes only, never the raw values or the consortium's credentials. */
 interface SharePayload {
@@ -39,44 +37,19 @@ export function registerConsortiumSharing(deps: { outbox: Outbox; consortium: Co
     const { batchId, indicators } = task.payload as SharePayload;
     const signedAt = Math.floor(deps.clock.now() / 1000);
     const body = JSON.stringify({ batchId, signedAt, indicators, signature: signBatch(settings.key, { batchId, signedAt, indicators }) });
-    const status = await post(settings.shareUrl, body, settings.shareToken, deps.guard);
+    const outcome = await guardedPost(
+      settings.shareUrl,
+      body,
+      { "Content-Type": "application/json", "X-API-Key": settings.shareToken, "User-Agent": "fraud-decision-service-consortium" },
+      deps.guard,
+    );
+    const status = outcome.status;
+    // Thrown (here and below): the outbox retries with its backoff and dead-letters after the last attempt.
+    if (status === undefined) throw new Error(outcome.error ?? "no response");
     if (status >= 200 && status < 300) return { kind: "done" };
     if (status >= 400 && status < 500 && status !== 408 && status !== 429) {
       return { kind: "dead", error: `the consortium refused the batch: HTTP ${status}` };
     }
-    // Thrown: the outbox retries with its backoff and dead-letters after the last attempt.
     throw new Error(`the consortium answered HTTP ${status}`);
-  });
-}
-
-/** One POST through the SSRF guard, no redirects, with a deadline; resolves to the status code. */
-function post(url: string, body: string, token: string, guard: GuardOptions): Promise<number> {
-  const checked = guardWebhookRequest(url, guard);
-  if (!checked.ok) return Promise.reject(new Error(`address_blocked: ${checked.problem.message}`));
-  const target = new URL(url);
-  const send = target.protocol === "https:" ? https.request : http.request;
-  return new Promise((resolve, reject) => {
-    const request = send(
-      target,
-      {
-        method: "POST",
-        headers: {
-          "Content-Type": "application/json",
-          "Content-Length": String(Buffer.byteLength(body)),
-          "X-API-Key": token,
-          "User-Agent": "fraud-decision-service-consortium",
-        },
-        lookup: checked.lookup,
-        agent: false,
-        timeout: ATTEMPT_TIMEOUT_MS,
-      },
-      (response) => {
-        resolve(response.statusCode ?? 0);
-        response.resume();
-      },
-    );
-    request.on("timeout", () => request.destroy(new Error("timeout")));
-    request.on("error", reject);
-    request.end(body);
   });
 }

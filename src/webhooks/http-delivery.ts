@@ -69,7 +69,7 @@ export function registerHttpDelivery(deps: HttpDeliveryDeps): void {
     if (endpoint.status === "disabled") return { kind: "dead", error: "the endpoint is disabled" };
 
     const headers = deliveryHeaders(delivery.body, endpoint.secret, { id: delivery.eventId, type: delivery.eventType }, clock.now() / 1000);
-    const outcome = await post(endpoint.url, delivery.body, headers, deps.guard);
+    const outcome = await guardedPost(endpoint.url, delivery.body, { ...headers, "User-Agent": "fraud-decision-service-webhooks" }, deps.guard);
     const step = nextAttempt(task.attempts + 1, outcome, clock.now(), { random: deps.random });
     const observed = outcome.status !== undefined ? `HTTP ${outcome.status}` : (outcome.error ?? "no response");
     switch (step.kind) {
@@ -90,9 +90,10 @@ export function registerHttpDelivery(deps: HttpDeliveryDeps): void {
 /**
  * One POST, guarded against private destinations at connection time, with no
  * redirects followed and a deadline on the whole attempt. The answer is judged
- * by its status line; its body is not read.
+ * by its status line; its body is not read. Webhook deliveries and consortium
+ * shares (consortium/sharing.ts) both go out through it.
  */
-function post(url: string, body: string, headers: Record<string, string>, guard: GuardOptions): Promise<AttemptOutcome> {
+export function guardedPost(url: string, body: string, headers: Record<string, string>, guard: GuardOptions): Promise<AttemptOutcome> {
   const checked = guardWebhookRequest(url, guard);
   if (!checked.ok) return Promise.resolve({ error: `address_blocked: ${checked.problem.message}` });
   const target = new URL(url);
@@ -102,7 +103,7 @@ function post(url: string, body: string, headers: Record<string, string>, guard:
       target,
       {
         method: "POST",
-        headers: { ...headers, "Content-Length": String(Buffer.byteLength(body)), "User-Agent": "fraud-decision-service-webhooks" },
+        headers: { ...headers, "Content-Length": String(Buffer.byteLength(body)) },
         lookup: checked.lookup,
         // A fresh connection per attempt: nothing pooled outlives the address check.
         agent: false,
