@@ -3,8 +3,19 @@ import { Worker } from "node:worker_threads";
 import type { Logger } from "../log.js";
 import { DATABASE_FILE, type Db } from "./database.js";
 
-/** How often the WAL is checkpointed into the database file. */
-const CHECKPOINT_INTERVAL_MS = 1_000;
+export interface CheckpointerOptions {
+  /** How often the WAL is checkpointed into the database file. */
+  intervalMs: number;
+  /**
+   * Past this many frames the checkpointer starts the WAL over (checkpoint-worker.mjs), holding writers for
+   * about a millisecond each time: rarely enough to leave latency percentiles alone, often enough to bound the
+   * file (docs/benchmarks.md).
+   */
+  restartAboveFrames: number;
+}
+
+/** 65,536 frames of 4 KiB pages: the WAL starts over at about 256 MiB, every 2 to 3 s at 1,000 decides a second. */
+const DEFAULT_OPTIONS: CheckpointerOptions = { intervalMs: 200, restartAboveFrames: 65_536 };
 
 /**
  * Checkpoints the WAL from a background thread. SQLite's automatic checkpoint
@@ -14,10 +25,10 @@ const CHECKPOINT_INTERVAL_MS = 1_000;
 export class Checkpointer {
   private readonly worker: Worker;
 
-  constructor(db: Db, dataDir: string, logger: Logger) {
+  constructor(db: Db, dataDir: string, logger: Logger, options: CheckpointerOptions = DEFAULT_OPTIONS) {
     db.pragma("wal_autocheckpoint = 0");
     this.worker = new Worker(new URL("./checkpoint-worker.mjs", import.meta.url), {
-      workerData: { file: path.join(dataDir, DATABASE_FILE), intervalMs: CHECKPOINT_INTERVAL_MS },
+      workerData: { file: path.join(dataDir, DATABASE_FILE), ...options },
       // It allocates almost nothing: a minimal heap.
       resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 16 },
     });

@@ -1,0 +1,79 @@
+import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Worker } from "node:worker_threads";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { Checkpointer, type CheckpointerOptions } from "../src/store/checkpointer.js";
+import { DATABASE_FILE, openDatabase, type Db } from "../src/store/database.js";
+import { createLogger } from "../src/log.js";
+
+/**
+ * A writer thread that commits one transaction after another for `ms`, each
+ * a read then a 4 KiB row, with a 0.1 ms gap between them (the decision
+ * writer's thread idles that long and more between batches even when the
+ * service is saturated). Resolves with the number of commits.
+ */
+function writeConstantly(file: string, ms: number): Promise<number> {
+  const source = `
+    const { workerData, parentPort } = require("node:worker_threads");
+    const Database = require("better-sqlite3");
+    const db = new Database(workerData.file);
+    db.pragma("busy_timeout = 5000");
+    db.pragma("wal_autocheckpoint = 0");
+    db.pragma("synchronous = NORMAL");
+    db.exec("CREATE TABLE IF NOT EXISTS filler (id INTEGER PRIMARY KEY, body BLOB NOT NULL)");
+    const count = db.prepare("SELECT count(*) AS n FROM filler");
+    const insert = db.prepare("INSERT INTO filler (body) VALUES (randomblob(4000))");
+    const write = db.transaction(() => { count.get(); insert.run(); });
+    const until = Date.now() + workerData.ms;
+    let commits = 0;
+    const gap = new Int32Array(new SharedArrayBuffer(4));
+    while (Date.now() < until) {
+      write.immediate();
+      commits++;
+      if (workerData.gapMs > 0) Atomics.wait(gap, 0, 0, workerData.gapMs);
+    }
+    db.close();
+    parentPort.postMessage(commits);
+  `;
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(source, { eval: true, workerData: { file, ms, gapMs: 0.1 } });
+    worker.once("message", resolve);
+    worker.once("error", reject);
+  });
+}
+
+describe("WAL checkpoints under constant writes", () => {
+  let dir: string;
+  let db: Db;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), "fraud-checkpoint-"));
+    db = openDatabase(dir);
+  });
+  afterEach(() => {
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function walBytesAfterLoad(options: CheckpointerOptions): Promise<{ walBytes: number; writtenBytes: number }> {
+    const checkpointer = new Checkpointer(db, dir, createLogger(() => undefined), options);
+    try {
+      const commits = await writeConstantly(join(dir, DATABASE_FILE), 1_500);
+      return { walBytes: statSync(join(dir, `${DATABASE_FILE}-wal`)).size, writtenBytes: commits * 4096 };
+    } finally {
+      await checkpointer.stop();
+    }
+  }
+
+  it("keeps the WAL near its limit by starting it over", async () => {
+    // 256 frames of 4 KiB: about 1 MiB.
+    const { walBytes, writtenBytes } = await walBytesAfterLoad({ intervalMs: 10, restartAboveFrames: 256 });
+    expect(writtenBytes).toBeGreaterThan(10 * 1024 * 1024);
+    expect(walBytes).toBeLessThan(8 * 1024 * 1024);
+  });
+
+  it("lets it grow with every commit when it never starts over (what the limit is for)", async () => {
+    const { walBytes, writtenBytes } = await walBytesAfterLoad({ intervalMs: 10, restartAboveFrames: Number.MAX_SAFE_INTEGER });
+    expect(walBytes).toBeGreaterThan(writtenBytes / 2);
+  });
+});
