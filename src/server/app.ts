@@ -16,6 +16,8 @@ import { ServerReflection } from "../../gen/grpc/reflection/v1/reflection_pb.js"
 import { ServerReflection as ServerReflectionV1Alpha } from "../../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import { API_SERVICES } from "../api/contract.js";
 import { apiInterceptors } from "../api/interceptors.js";
+import { UnaryInvoker } from "../api/unary-invoker.js";
+import { GrpcUnaryPath } from "./grpc-unary.js";
 import { RateLimiter } from "../api/rate-limiter.js";
 import { KeyService } from "../auth/key-service.js";
 import { AuditLog } from "../audit/log.js";
@@ -221,8 +223,10 @@ export function buildApp(options: AppOptions): App {
   // The value sets are referenced by name from field options, not imported: serve them explicitly.
   registerReflection(router, [...API_SERVICES, Health, ServerReflection, ServerReflectionV1Alpha], [file_fraud_v1_value_sets]);
 
-  const gateway = new RestGateway(services, interceptors, { maxBodyBytes: config.maxBodyBytes, jsonOptions });
-  const dispatcher = new Dispatcher(router, gateway, {
+  const invoker = new UnaryInvoker(services, interceptors);
+  const gateway = new RestGateway(invoker, { maxBodyBytes: config.maxBodyBytes, jsonOptions });
+  const grpcUnary = new GrpcUnaryPath(invoker, { readMaxBytes: config.maxBodyBytes, maxTimeoutMs: Number.MAX_SAFE_INTEGER });
+  const dispatcher = new Dispatcher(router, gateway, grpcUnary, {
     clientIp: new ClientIpResolver(config.trustedProxies),
     metrics,
     health,

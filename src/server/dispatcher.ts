@@ -12,6 +12,7 @@ import type { HealthMonitor } from "../observability/health.js";
 import type { ComponentName, Metrics } from "../observability/metrics.js";
 import type { ClientIpResolver } from "./client-ip.js";
 import type { RestGateway } from "./gateway.js";
+import type { GrpcUnaryPath } from "./grpc-unary.js";
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
@@ -33,6 +34,7 @@ export class Dispatcher {
   constructor(
     router: ConnectRouter,
     private readonly gateway: RestGateway,
+    private readonly grpcUnary: GrpcUnaryPath,
     private readonly deps: {
       clientIp: ClientIpResolver;
       metrics: Metrics;
@@ -94,10 +96,15 @@ export class Dispatcher {
         res.end(this.deps.metrics.prometheus(this.deps.gauges()));
       } else if (rpc) {
         component = componentOf(rpc.service.typeName);
-        const uReq = universalRequestFromNodeRequest(req, res, undefined, withCallContext(createContextValues(), context));
-        const uRes = await rpc(uReq);
-        await universalResponseToNodeResponse(uRes, res);
-        grpcStatus = uRes.trailer?.get("grpc-status") ?? uRes.header?.get("grpc-status");
+        const unary = "stream" in res ? this.grpcUnary.accepts(req as http2.Http2ServerRequest, pathname) : undefined;
+        if (unary && "stream" in res) {
+          grpcStatus = await this.grpcUnary.serve(unary, req as http2.Http2ServerRequest, res, context, url.href);
+        } else {
+          const uReq = universalRequestFromNodeRequest(req, res, undefined, withCallContext(createContextValues(), context));
+          const uRes = await rpc(uReq);
+          await universalResponseToNodeResponse(uRes, res);
+          grpcStatus = uRes.trailer?.get("grpc-status") ?? uRes.header?.get("grpc-status");
+        }
       } else {
         const match = this.gateway.match(req.method ?? "GET", pathname);
         if (match.kind === "route") {

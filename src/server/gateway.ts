@@ -2,33 +2,23 @@ import type http from "node:http";
 import type http2 from "node:http2";
 import {
   ScalarType,
-  create,
   fromJson,
-  isMessage,
   toJson,
   toJsonString,
   type DescField,
   type DescMessage,
-  type DescMethod,
   type DescMethodUnary,
   type JsonObject,
   type JsonValue,
   type JsonWriteOptions,
 } from "@bufbuild/protobuf";
-import {
-  Code,
-  ConnectError,
-  createContextValues,
-  type HandlerContext,
-  type Interceptor,
-  type ServiceImplSpec,
-  type UnaryResponse,
-} from "@connectrpc/connect";
+import { Code, ConnectError, type UnaryResponse } from "@connectrpc/connect";
 import { ResponseShape } from "../../gen/fraud/v1/options_pb.js";
-import { withCallContext, type CallContext } from "../api/context.js";
+import type { CallContext } from "../api/context.js";
 import { allContracts, type MethodContract } from "../api/contract.js";
 import { apiError, describeError } from "../api/errors.js";
 import { jsonShapeViolations } from "../api/json-shape.js";
+import type { UnaryInvoker } from "../api/unary-invoker.js";
 import { invalidRequest } from "../api/validation.js";
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
@@ -42,11 +32,6 @@ const FORWARDED_HEADERS = ["x-api-key", "authorization", "idempotency-key", "use
 /** Response headers the gateway passes back from the RPC handlers. */
 const RETURNED_HEADERS = ["ratelimit", "ratelimit-policy", "retry-after", "x-request-id", "fraud-error-code"];
 
-/** A service's unary method as Connect's router holds it (ServiceImplSpec). */
-type UnarySpec = Extract<ServiceImplSpec["methods"][string], { kind: "unary" }>;
-type UnaryImplementation = UnarySpec["impl"];
-/** What an interceptor wraps: a call of any kind (the gateway only makes unary ones). */
-type Call = Parameters<Interceptor>[0];
 
 interface RestRoute {
   contract: MethodContract;
@@ -56,7 +41,6 @@ interface RestRoute {
   pattern: RegExp;
   /** Path parameters in order, each the request field it binds. */
   pathFields: DescField[];
-  implementation: UnaryImplementation;
 }
 
 
@@ -86,17 +70,12 @@ export class RestGateway {
   private readonly routes: RestRoute[] = [];
 
   constructor(
-    services: readonly ServiceImplSpec[],
-    private readonly interceptors: readonly Interceptor[],
+    private readonly invoker: UnaryInvoker,
     private readonly options: RestGatewayOptions,
   ) {
-    const unary = new Map<DescMethod, UnarySpec>();
-    for (const service of services) {
-      for (const spec of Object.values(service.methods)) if (spec.kind === "unary") unary.set(spec.method, spec);
-    }
     for (const contract of allContracts()) {
-      const spec = unary.get(contract.method);
-      if (!spec) continue;
+      const method = contract.method;
+      if (!invoker.serves(method)) continue;
       const pathFields: DescField[] = [];
       const pattern = contract.http.path.replace(/\{(\w+)\}/g, (_, name: string) => {
         const field = contract.method.input.fields.find((f) => f.jsonName === name);
@@ -106,12 +85,11 @@ export class RestGateway {
       });
       this.routes.push({
         contract,
-        method: spec.method,
+        method,
         verb: contract.http.method,
         template: contract.http.path,
         pattern: new RegExp(`^${pattern}$`),
         pathFields,
-        implementation: spec.impl,
       });
     }
   }
@@ -150,55 +128,20 @@ export class RestGateway {
       const value = req.headers[name];
       if (typeof value === "string") header.set(name, value);
     }
-    // What Connect's createHandlerContext builds, minus the deadline and the linked abort controller that
-    // REST has no use for: no timeout header, and the call's signal is the client's going away.
-    const handlerContext: HandlerContext = {
-      service: method.parent,
-      method,
-      protocolName: "rest",
-      requestMethod: req.method ?? "POST",
-      url: url.href,
-      signal: abort.signal,
-      timeoutMs: () => undefined,
-      requestHeader: header,
-      responseHeader: new Headers(),
-      responseTrailer: new Headers(),
-      values: withCallContext(createContextValues(), context),
-    };
-    // The interceptors wrap the implementation exactly as Connect's router applies them: the first outermost.
-    const implementation: Call = async (request) => {
-      if (request.stream) throw new ConnectError("the REST gateway makes unary calls only", Code.Internal);
-      const output = await route.implementation(request.message, {
-        ...handlerContext,
-        requestHeader: request.header,
-        signal: request.signal,
-        values: request.contextValues,
-      });
-      return {
-        stream: false,
-        service: method.parent,
-        method,
-        header: handlerContext.responseHeader,
-        trailer: handlerContext.responseTrailer,
-        message: isMessage(output, method.output) ? output : create(method.output, output),
-      };
-    };
-    const call = this.interceptors.reduceRight((next, interceptor) => interceptor(next), implementation);
     let response: UnaryResponse;
     try {
-      const result = await call({
-        stream: false,
-        service: method.parent,
+      // REST has no deadline header: the call's signal is the client's going away.
+      response = await this.invoker.invoke({
         method,
-        requestMethod: handlerContext.requestMethod,
-        url: handlerContext.url,
-        signal: handlerContext.signal,
-        header: handlerContext.requestHeader,
-        contextValues: handlerContext.values,
         message,
+        header,
+        signal: abort.signal,
+        timeoutMs: () => undefined,
+        protocolName: "rest",
+        requestMethod: req.method ?? "POST",
+        url: url.href,
+        context,
       });
-      if (result.stream) throw new ConnectError("an interceptor answered a unary call with a stream", Code.Internal);
-      response = result;
     } catch (error) {
       this.writeError(res, context, context.error ?? ConnectError.from(error));
       return;

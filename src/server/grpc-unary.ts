@@ -1,0 +1,191 @@
+import type http2 from "node:http2";
+import { fromBinary, toBinary, type DescMethodUnary } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { encodeEnvelope } from "@connectrpc/connect/protocol";
+import {
+  contentTypeProto,
+  grpcStatusOk,
+  headerEncoding,
+  headerGrpcStatus,
+  headerTimeout,
+  parseTimeout,
+  setTrailerStatus,
+} from "@connectrpc/connect/protocol-grpc";
+import type { CallContext } from "../api/context.js";
+import type { UnaryInvoker } from "../api/unary-invoker.js";
+
+/** The envelope before each gRPC message: a flags byte and a 4-byte big-endian length. */
+const ENVELOPE_HEADER_BYTES = 5;
+const FLAG_COMPRESSED = 0b0000_0001;
+
+export interface GrpcUnaryOptions {
+  /** The largest message accepted, as Connect's router's readMaxBytes. */
+  readMaxBytes: number;
+  /** The longest deadline honoured; longer ones are clamped, as Connect does. */
+  maxTimeoutMs: number;
+}
+
+/**
+ * Unary gRPC calls (binary protobuf, uncompressed, HTTP/2) served without
+ * connect-node's universal handler: the body is read whole, its one envelope
+ * decoded, the call made through the UnaryInvoker (the same interceptors and
+ * implementations as every other protocol) and the answer written as one
+ * envelope and the status trailers, with Connect's own gRPC primitives
+ * (status trailer, deadline header). The universal handler's streams, linked
+ * abort signals and AbortError per call cost more than the rest of a decide
+ * (docs/benchmarks.md). Anything else — streaming methods, gRPC-Web, JSON
+ * payloads, compressed requests — `accepts` declines and Connect serves.
+ */
+export class GrpcUnaryPath {
+  constructor(
+    private readonly invoker: UnaryInvoker,
+    private readonly options: GrpcUnaryOptions,
+  ) {}
+
+  /** The method to serve this request as, or undefined to leave it to Connect. */
+  accepts(req: http2.Http2ServerRequest, pathname: string): DescMethodUnary | undefined {
+    if (req.method !== "POST") return undefined;
+    const contentType = req.headers["content-type"];
+    if (contentType !== "application/grpc" && contentType !== contentTypeProto) return undefined;
+    const encoding = req.headers[headerEncoding.toLowerCase()];
+    if (encoding !== undefined && encoding !== "identity") return undefined;
+    return this.invoker.at(pathname);
+  }
+
+  /** Answers the call and returns its grpc-status; never throws (a failure is a status in the trailers). */
+  async serve(method: DescMethodUnary, req: http2.Http2ServerRequest, res: http2.Http2ServerResponse, context: CallContext, url: string): Promise<string> {
+    const abort = new AbortController();
+    // Only a client that went away mid-call aborts it (an AbortError is costly to build).
+    res.once("close", () => {
+      if (!res.writableFinished && !abort.signal.aborted) abort.abort(new ConnectError("the client went away", Code.Canceled));
+    });
+    const deadline = new Deadline(abort);
+    const header = new Headers({ "content-type": contentTypeProto });
+    const trailer = new Headers();
+    let body: Uint8Array | undefined;
+    try {
+      const timeout = parseTimeout(headerValue(req.headers[headerTimeout.toLowerCase()]), this.options.maxTimeoutMs);
+      if (timeout.error) throw timeout.error;
+      if (timeout.timeoutMs !== undefined) deadline.start(timeout.timeoutMs);
+      const message = decodeOne(method, await deadline.race(readBody(req, this.options.readMaxBytes)), this.options.readMaxBytes);
+      const requestHeader = new Headers();
+      for (const [name, value] of Object.entries(req.headers)) {
+        if (!name.startsWith(":") && typeof value === "string") requestHeader.set(name, value);
+      }
+      const response = await deadline.race(
+        this.invoker.invoke({
+          method,
+          message,
+          header: requestHeader,
+          signal: abort.signal,
+          timeoutMs: () => deadline.remainingMs(),
+          protocolName: "grpc",
+          requestMethod: "POST",
+          url,
+          context,
+        }),
+      );
+      response.header.forEach((value, name) => header.set(name, value));
+      response.trailer.forEach((value, name) => trailer.set(name, value));
+      body = encodeEnvelope(0, toBinary(method.output, response.message));
+      trailer.set(headerGrpcStatus, grpcStatusOk);
+    } catch (error) {
+      setTrailerStatus(trailer, context.error ?? ConnectError.from(error, Code.Internal));
+    } finally {
+      deadline.clear();
+    }
+    if (res.stream.destroyed) return String(Code.Canceled);
+    res.writeHead(200, headersObject(header));
+    res.addTrailers(headersObject(trailer));
+    if (body) res.end(body);
+    else res.end();
+    return trailer.get(headerGrpcStatus) ?? grpcStatusOk;
+  }
+}
+
+/**
+ * The call's grpc-timeout: when it passes, the call's signal is aborted and
+ * the client answered DEADLINE_EXCEEDED at once, whatever the implementation
+ * is still doing (a decide already under way is still recorded).
+ */
+class Deadline {
+  private timer: NodeJS.Timeout | undefined;
+  private at: number | undefined;
+  private expired: Promise<never> | undefined;
+
+  constructor(private readonly abort: AbortController) {}
+
+  start(ms: number): void {
+    this.at = Date.now() + ms;
+    this.expired = new Promise<never>((_, reject) => {
+      this.timer = setTimeout(() => {
+        const error = new ConnectError("the operation timed out", Code.DeadlineExceeded);
+        this.abort.abort(error);
+        reject(error);
+      }, ms);
+    });
+    // Whoever races it sees the rejection; before anyone does, it must not count as unhandled.
+    this.expired.catch(() => undefined);
+  }
+
+  remainingMs(): number | undefined {
+    return this.at === undefined ? undefined : this.at - Date.now();
+  }
+
+  race<T>(work: Promise<T>): Promise<T> {
+    return this.expired ? Promise.race([work, this.expired]) : work;
+  }
+
+  clear(): void {
+    clearTimeout(this.timer);
+  }
+}
+
+function headersObject(headers: Headers): http2.OutgoingHttpHeaders {
+  const object: http2.OutgoingHttpHeaders = {};
+  headers.forEach((value, name) => (object[name] = value));
+  return object;
+}
+
+function headerValue(value: string | string[] | undefined): string | null {
+  return typeof value === "string" ? value : null;
+}
+
+function readBody(req: http2.Http2ServerRequest, readMaxBytes: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const limit = readMaxBytes + ENVELOPE_HEADER_BYTES;
+    req.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        req.removeAllListeners("data");
+        reject(new ConnectError(`message size is larger than configured readMaxBytes ${readMaxBytes}`, Code.ResourceExhausted));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.once("end", () => resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size)));
+    req.once("error", reject);
+  });
+}
+
+/** The request's one message; the errors Connect's gRPC handler gives for the same faults. */
+function decodeOne(method: DescMethodUnary, body: Buffer, readMaxBytes: number) {
+  if (body.length === 0) throw new ConnectError("protocol error: missing input message for unary method", Code.Unimplemented);
+  if (body.length < ENVELOPE_HEADER_BYTES) throw new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument);
+  const flags = body[0] as number;
+  const length = body.readUInt32BE(1);
+  if (length > readMaxBytes) {
+    throw new ConnectError(`message size ${length} is larger than configured readMaxBytes ${readMaxBytes}`, Code.ResourceExhausted);
+  }
+  const end = ENVELOPE_HEADER_BYTES + length;
+  if (body.length < end) throw new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument);
+  if (body.length > end) throw new ConnectError("protocol error: received extra input message for unary method", Code.Unimplemented);
+  if (flags & FLAG_COMPRESSED) throw new ConnectError("received compressed envelope, but do not know how to decompress", Code.Internal);
+  try {
+    return fromBinary(method.input, body.subarray(ENVELOPE_HEADER_BYTES, end));
+  } catch (error) {
+    throw new ConnectError(`parse binary: ${error instanceof Error ? error.message : String(error)}`, Code.InvalidArgument);
+  }
+}

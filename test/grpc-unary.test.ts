@@ -1,0 +1,173 @@
+import http2 from "node:http2";
+import { gzipSync } from "node:zlib";
+import * as grpc from "@grpc/grpc-js";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DecideRequestSchema, DecideResponseSchema, DecisionService } from "../gen/fraud/v1/decision_pb.js";
+import { ErrorDetailSchema } from "../gen/fraud/v1/errors_pb.js";
+import type { AccountKeys } from "../src/auth/key-service.js";
+import { grpcClient, grpcUnary } from "./helpers/grpc.js";
+import { USER_AGENTS } from "./helpers/inputs.js";
+import { startTestServer, type TestServer } from "./helpers/server.js";
+
+const MAX_BODY_BYTES = 4096;
+const DECIDE_PATH = "/fraud.v1.DecisionService/Decide";
+
+let server: TestServer;
+let keys: AccountKeys;
+
+beforeAll(async () => {
+  server = await startTestServer({ config: { maxBodyBytes: MAX_BODY_BYTES, engineThreads: 1 } });
+  keys = server.createAccount("gRPC");
+});
+afterAll(() => server.close());
+
+interface RawAnswer {
+  headers: http2.IncomingHttpHeaders;
+  trailers: http2.IncomingHttpHeaders;
+  data: Buffer;
+}
+
+/** One gRPC request written by hand over h2c, to send what a well-behaved client never would. */
+function rawCall(port: number, path: string, body: Buffer, headers: Record<string, string> = {}, options: { leaveOpen?: boolean } = {}): Promise<RawAnswer> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    session.once("error", reject);
+    const stream = session.request({
+      ":method": "POST",
+      ":path": path,
+      "content-type": "application/grpc",
+      te: "trailers",
+      ...headers,
+    });
+    let answered: http2.IncomingHttpHeaders = {};
+    let trailers: http2.IncomingHttpHeaders = {};
+    const chunks: Buffer[] = [];
+    stream.on("response", (h) => (answered = h));
+    stream.on("trailers", (t) => (trailers = t));
+    stream.on("data", (chunk: Buffer) => chunks.push(chunk));
+    stream.once("end", () => {
+      session.close();
+      resolve({ headers: answered, trailers, data: Buffer.concat(chunks) });
+    });
+    stream.once("error", reject);
+    if (options.leaveOpen) stream.write(body);
+    else stream.end(body);
+  });
+}
+
+function envelope(message: Uint8Array, flags = 0): Buffer {
+  const head = Buffer.alloc(5);
+  head[0] = flags;
+  head.writeUInt32BE(message.length, 1);
+  return Buffer.concat([head, message]);
+}
+
+const decideInput = () => toBinary(DecideRequestSchema, create(DecideRequestSchema, { userId: "raw_user", action: "login", ip: "81.2.69.160", userAgent: USER_AGENTS.windowsChrome }));
+
+describe("unary gRPC", () => {
+  it("answers with the message, the request id in the headers and status 0 in the trailers", async () => {
+    const answer = await rawCall(server.port, DECIDE_PATH, envelope(decideInput()), { "x-api-key": keys.keys.test.secret });
+    expect(answer.headers[":status"]).toBe(200);
+    expect(answer.headers["content-type"]).toBe("application/grpc+proto");
+    expect(answer.headers["x-request-id"]).toMatch(/^req_/);
+    expect(answer.headers["ratelimit"]).toBeDefined();
+    expect(answer.trailers["grpc-status"]).toBe("0");
+    expect(answer.data.readUInt32BE(1)).toBe(answer.data.length - 5);
+    const decided = fromBinary(DecideResponseSchema, answer.data.subarray(5));
+    expect(decided.evidenceId).toMatch(/^evi_/);
+    expect(["allow", "challenge", "deny"]).toContain(decided.decision);
+  });
+
+  it("reports a refused call in the trailers: status, message, error code, request id and details", async () => {
+    const answer = await rawCall(server.port, DECIDE_PATH, envelope(decideInput()));
+    expect(answer.data.length).toBe(0);
+    expect(answer.trailers["grpc-status"]).toBe(String(grpc.status.UNAUTHENTICATED));
+    expect(decodeURIComponent(answer.trailers["grpc-message"] as string)).toMatch(/API key is required/);
+    expect(answer.trailers["fraud-error-code"]).toBe("UNAUTHORIZED");
+    expect(answer.trailers["x-request-id"]).toMatch(/^req_/);
+    expect(answer.trailers["grpc-status-details-bin"]).toBeDefined();
+
+    const client = grpcClient(server.port);
+    try {
+      const result = await grpcUnary(client, DecisionService, "Decide", DecideRequestSchema, DecideResponseSchema, { userId: "u", action: "login" }, { "x-api-key": "fk_test_wrong" });
+      expect(result.error?.code).toBe(grpc.status.UNAUTHENTICATED);
+      expect(result.trailers?.get("fraud-error-code")).toEqual(["UNAUTHORIZED"]);
+    } finally {
+      client.close();
+    }
+  });
+
+  it("refuses bytes that are not the request message", async () => {
+    const answer = await rawCall(server.port, DECIDE_PATH, envelope(Buffer.from([0x0a, 0xff, 0xff])), { "x-api-key": keys.keys.test.secret });
+    expect(answer.trailers["grpc-status"]).toBe(String(grpc.status.INVALID_ARGUMENT));
+    expect(decodeURIComponent(answer.trailers["grpc-message"] as string)).toMatch(/^parse binary: /);
+  });
+
+  it("refuses a cut-off envelope, an empty body and a second message", async () => {
+    const message = decideInput();
+    const cut = await rawCall(server.port, DECIDE_PATH, envelope(message).subarray(0, 20), { "x-api-key": keys.keys.test.secret });
+    expect(cut.trailers["grpc-status"]).toBe(String(grpc.status.INVALID_ARGUMENT));
+    expect(decodeURIComponent(cut.trailers["grpc-message"] as string)).toMatch(/incomplete envelope/);
+
+    const tiny = await rawCall(server.port, DECIDE_PATH, Buffer.from([0, 0]), { "x-api-key": keys.keys.test.secret });
+    expect(tiny.trailers["grpc-status"]).toBe(String(grpc.status.INVALID_ARGUMENT));
+
+    const empty = await rawCall(server.port, DECIDE_PATH, Buffer.alloc(0), { "x-api-key": keys.keys.test.secret });
+    expect(empty.trailers["grpc-status"]).toBe(String(grpc.status.UNIMPLEMENTED));
+    expect(decodeURIComponent(empty.trailers["grpc-message"] as string)).toMatch(/missing input message/);
+
+    const two = await rawCall(server.port, DECIDE_PATH, Buffer.concat([envelope(message), envelope(message)]), { "x-api-key": keys.keys.test.secret });
+    expect(two.trailers["grpc-status"]).toBe(String(grpc.status.UNIMPLEMENTED));
+    expect(decodeURIComponent(two.trailers["grpc-message"] as string)).toMatch(/extra input message/);
+  });
+
+  it("refuses a message over the size limit and a malformed deadline", async () => {
+    const big = create(DecideRequestSchema, { userId: "x".repeat(MAX_BODY_BYTES), action: "login" });
+    const oversized = await rawCall(server.port, DECIDE_PATH, envelope(toBinary(DecideRequestSchema, big)), { "x-api-key": keys.keys.test.secret });
+    expect(oversized.trailers["grpc-status"]).toBe(String(grpc.status.RESOURCE_EXHAUSTED));
+
+    const badDeadline = await rawCall(server.port, DECIDE_PATH, envelope(decideInput()), { "x-api-key": keys.keys.test.secret, "grpc-timeout": "soon" });
+    expect(badDeadline.trailers["grpc-status"]).toBe(String(grpc.status.INVALID_ARGUMENT));
+    expect(decodeURIComponent(badDeadline.trailers["grpc-message"] as string)).toMatch(/invalid grpc timeout value: soon/);
+  });
+
+  it("carries validation details as google.rpc.Status with the service's ErrorDetail", async () => {
+    const input = toBinary(DecideRequestSchema, create(DecideRequestSchema, { userId: "u", action: "nope" }));
+    const answer = await rawCall(server.port, DECIDE_PATH, envelope(input), { "x-api-key": keys.keys.test.secret });
+    expect(answer.trailers["grpc-status"]).toBe(String(grpc.status.INVALID_ARGUMENT));
+    const client = grpcClient(server.port);
+    try {
+      const result = await grpcUnary(client, DecisionService, "Decide", DecideRequestSchema, DecideResponseSchema, { userId: "u", action: "nope" }, { "x-api-key": keys.keys.test.secret });
+      expect(result.error?.code).toBe(grpc.status.INVALID_ARGUMENT);
+      const details = result.trailers?.get("grpc-status-details-bin")[0];
+      expect(details).toBeInstanceOf(Buffer);
+      // google.rpc.Status: field 3 holds Any messages; the ErrorDetail's type URL is inside.
+      expect((details as Buffer).toString("latin1")).toContain(`type.googleapis.com/${ErrorDetailSchema.typeName}`);
+    } finally {
+      client.close();
+    }
+  });
+
+  it("leaves compressed requests to Connect's handler, which refuses the encoding by name", async () => {
+    const answer = await rawCall(server.port, DECIDE_PATH, envelope(gzipSync(decideInput()), 1), { "x-api-key": keys.keys.test.secret, "grpc-encoding": "gzip" });
+    expect(answer.trailers["grpc-status"]).toBe(String(grpc.status.UNIMPLEMENTED));
+    expect(decodeURIComponent(answer.trailers["grpc-message"] as string)).toMatch(/gzip/);
+  });
+
+  it("answers DEADLINE_EXCEEDED when the call outlives its grpc-timeout", async () => {
+    const slow = await startTestServer({ config: { comprehensiveBudgetMs: 5_000, engineThreads: 1 }, storeLatencyMs: 300 });
+    try {
+      const slowKeys = slow.createAccount("slow");
+      const answer = await rawCall(slow.port, DECIDE_PATH, envelope(decideInput()), { "x-api-key": slowKeys.keys.test.secret, "grpc-timeout": "50m" });
+      expect(answer.trailers["grpc-status"]).toBe(String(grpc.status.DEADLINE_EXCEEDED));
+      expect(answer.data.length).toBe(0);
+      // A client that never finishes sending its message gets the same answer at its deadline.
+      const unfinished = await rawCall(slow.port, DECIDE_PATH, envelope(decideInput()).subarray(0, 10), { "x-api-key": slowKeys.keys.test.secret, "grpc-timeout": "50m" }, { leaveOpen: true });
+      expect(unfinished.trailers["grpc-status"]).toBe(String(grpc.status.DEADLINE_EXCEEDED));
+      expect((await fetch(`${slow.url}/api/health/live`)).status).toBe(200);
+    } finally {
+      await slow.close();
+    }
+  });
+});
