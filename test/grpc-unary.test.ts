@@ -1,4 +1,7 @@
+import fs from "node:fs";
 import http2 from "node:http2";
+import path from "node:path";
+import Database from "better-sqlite3";
 import { gzipSync } from "node:zlib";
 import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
@@ -8,7 +11,7 @@ import { ErrorDetailSchema } from "../gen/fraud/v1/errors_pb.js";
 import type { AccountKeys } from "../src/auth/key-service.js";
 import { grpcClient, grpcUnary } from "./helpers/grpc.js";
 import { USER_AGENTS } from "./helpers/inputs.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { startTestServer, tempDir, type TestServer } from "./helpers/server.js";
 
 const MAX_BODY_BYTES = 4096;
 const DECIDE_PATH = "/fraud.v1.DecisionService/Decide";
@@ -122,6 +125,53 @@ describe("unary gRPC", () => {
     expect(decodeURIComponent(two.trailers["grpc-message"] as string)).toMatch(/extra input message/);
   });
 
+  it("stops a client that keeps sending past the size limit once it has its answer", async () => {
+    const session = http2.connect(`http://127.0.0.1:${server.port}`);
+    const stream = session.request({ ":method": "POST", ":path": DECIDE_PATH, "content-type": "application/grpc", te: "trailers", "x-api-key": keys.keys.test.secret });
+    let status: unknown;
+    stream.on("trailers", (t) => (status = t["grpc-status"]));
+    stream.on("data", () => undefined);
+    stream.on("error", () => undefined);
+    const declared = 20 * 1024 * 1024;
+    const head = Buffer.alloc(5);
+    head.writeUInt32BE(declared, 1);
+    const chunk = Buffer.alloc(64 * 1024, 1);
+    let written = 0;
+    await new Promise<void>((resolve) => {
+      stream.once("close", () => resolve());
+      stream.write(head);
+      const pump = () => {
+        while (written < declared) {
+          written += chunk.length;
+          if (!stream.write(chunk)) {
+            stream.once("drain", pump);
+            return;
+          }
+        }
+        stream.end();
+      };
+      pump();
+    });
+    session.destroy();
+    expect(status).toBe(String(grpc.status.RESOURCE_EXHAUSTED));
+    // Told to stop (RST_STREAM NO_ERROR), the client sent a fraction of its 20 MiB.
+    expect(written).toBeLessThan(2 * 1024 * 1024);
+  });
+
+  it("serves a call whose deadline is further away than a timer can wait", async () => {
+    const client = grpcClient(server.port);
+    try {
+      const meta = new grpc.Metadata();
+      meta.set("x-api-key", keys.keys.test.secret);
+      const error = await new Promise<grpc.ServiceError | null>((resolve) => {
+        client.makeUnaryRequest(DECIDE_PATH, (m: Buffer) => m, (b: Buffer) => b, Buffer.from(decideInput()), meta, { deadline: Date.now() + 30 * 24 * 3600 * 1000 }, (e) => resolve(e));
+      });
+      expect(error).toBeNull();
+    } finally {
+      client.close();
+    }
+  });
+
   it("refuses a message over the size limit and a malformed deadline", async () => {
     const big = create(DecideRequestSchema, { userId: "x".repeat(MAX_BODY_BYTES), action: "login" });
     const oversized = await rawCall(server.port, DECIDE_PATH, envelope(toBinary(DecideRequestSchema, big)), { "x-api-key": keys.keys.test.secret });
@@ -168,6 +218,27 @@ describe("unary gRPC", () => {
       expect((await fetch(`${slow.url}/api/health/live`)).status).toBe(200);
     } finally {
       await slow.close();
+    }
+  });
+
+  it("still records a decide whose deadline passed when the service shuts down right after answering", async () => {
+    const dataDir = tempDir();
+    const slow = await startTestServer({ config: { dataDir, comprehensiveBudgetMs: 5_000, engineThreads: 1 }, storeLatencyMs: 400 });
+    try {
+      const slowKeys = slow.createAccount("slow");
+      const input = toBinary(DecideRequestSchema, create(DecideRequestSchema, { userId: "late_user", action: "login", ip: "81.2.69.160" }));
+      const answer = await rawCall(slow.port, DECIDE_PATH, envelope(input), { "x-api-key": slowKeys.keys.test.secret, "grpc-timeout": "50m" });
+      expect(answer.trailers["grpc-status"]).toBe(String(grpc.status.DEADLINE_EXCEEDED));
+      // A rolling deploy stops the service as soon as the client has its answer.
+      await slow.app.close();
+      const db = new Database(path.join(dataDir, "fraud.db"), { readonly: true });
+      try {
+        expect(db.prepare("SELECT count(*) AS n FROM decisions WHERE user_id = 'late_user'").get()).toEqual({ n: 1 });
+      } finally {
+        db.close();
+      }
+    } finally {
+      fs.rmSync(dataDir, { recursive: true, force: true });
     }
   });
 });

@@ -276,7 +276,9 @@ export function buildApp(options: AppOptions): App {
         const stopped = listener.stopAccepting();
         eventStream.close();
         const timer = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
-        await Promise.race([dispatcher.idle(), timer]);
+        // Answered calls may still be running (a client that went away, a gRPC deadline): a decide among
+        // them must reach the writer before it closes.
+        await Promise.race([dispatcher.idle().then(() => invoker.settled()), timer]);
         listener.destroyAll();
         await stopped;
         clearInterval(maintenance);

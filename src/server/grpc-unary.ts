@@ -1,4 +1,4 @@
-import type http2 from "node:http2";
+import http2 from "node:http2";
 import { fromBinary, toBinary, type DescMethodUnary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
@@ -17,6 +17,8 @@ import type { UnaryInvoker } from "../api/unary-invoker.js";
 /** The envelope before each gRPC message: a flags byte and a 4-byte big-endian length. */
 const ENVELOPE_HEADER_BYTES = 5;
 const FLAG_COMPRESSED = 0b0000_0001;
+/** The longest delay setTimeout honours. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export interface GrpcUnaryOptions {
   /** The largest message accepted, as Connect's router's readMaxBytes. */
@@ -97,6 +99,16 @@ export class GrpcUnaryPath {
     if (res.stream.destroyed) return String(Code.Canceled);
     res.writeHead(200, headersObject(header));
     res.addTrailers(headersObject(trailer));
+    if (!req.complete) {
+      // A client still sending (a message over the limit, a deadline that passed mid-upload) is told to stop,
+      // without error, once the answer is complete (RFC 9113, 8.1). The compat layer's own wantTrailers
+      // listener sends the trailers; closing in the same turn would drop them, so the close waits one.
+      res.stream.once("wantTrailers", () =>
+        setImmediate(() => {
+          if (!req.complete && !res.stream.destroyed) res.stream.close(http2.constants.NGHTTP2_NO_ERROR);
+        }),
+      );
+    }
     if (body) res.end(body);
     else res.end();
     return trailer.get(headerGrpcStatus) ?? grpcStatusOk;
@@ -106,7 +118,8 @@ export class GrpcUnaryPath {
 /**
  * The call's grpc-timeout: when it passes, the call's signal is aborted and
  * the client answered DEADLINE_EXCEEDED at once, whatever the implementation
- * is still doing (a decide already under way is still recorded).
+ * is still doing (a decide already under way is still recorded: shutdown
+ * waits for it, UnaryInvoker.settled).
  */
 class Deadline {
   private timer: NodeJS.Timeout | undefined;
@@ -117,6 +130,8 @@ class Deadline {
 
   start(ms: number): void {
     this.at = Date.now() + ms;
+    // grpc-timeout allows up to 99,999,999 hours; Node's timers fire at once past about 24.8 days.
+    if (ms > MAX_TIMER_MS) return;
     this.expired = new Promise<never>((_, reject) => {
       this.timer = setTimeout(() => {
         const error = new ConnectError("the operation timed out", Code.DeadlineExceeded);

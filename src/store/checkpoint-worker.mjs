@@ -33,7 +33,8 @@ function checkpoint() {
  * fsyncs), and the file would grow without end. So past the limit, passes
  * repeat, each copying what was committed during the one before, until one
  * finds few new frames; then a RESTART checkpoint copies the rest holding the
- * write lock (writers wait about a millisecond) and starts the WAL over. With a
+ * write lock, with its two fsyncs (writers wait up to a few milliseconds), and
+ * starts the WAL over. With a
  * writer or reader active at that moment it copies what it can and gives up,
  * and the next tick tries again. The file keeps its largest size and is reused.
  */

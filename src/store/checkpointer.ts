@@ -8,8 +8,8 @@ export interface CheckpointerOptions {
   intervalMs: number;
   /**
    * Past this many frames the checkpointer starts the WAL over (checkpoint-worker.mjs), holding writers for
-   * about a millisecond each time: rarely enough to leave latency percentiles alone, often enough to bound the
-   * file (docs/benchmarks.md).
+   * up to a few milliseconds each time: rarely enough to leave latency percentiles alone, often enough to
+   * bound the file (docs/benchmarks.md).
    */
   restartAboveFrames: number;
 }
@@ -35,13 +35,17 @@ export class Checkpointer {
     this.worker.on("message", (message: { error?: string }) => {
       if (message.error) logger.log("warn", "WAL checkpoint failed", { error: message.error });
     });
+    // Without this listener a failing thread would take the process down. Without checkpoints the WAL only
+    // grows until the next start, which checkpoints it: worth an error in the log, not an outage.
+    this.worker.on("error", (error) => logger.log("error", "the WAL checkpointer thread failed; checkpoints stop until restart", { error: String(error) }));
+    this.exited = new Promise((resolve) => this.worker.once("exit", () => resolve()));
   }
 
-  /** Final checkpoint, then the thread ends. */
+  private readonly exited: Promise<void>;
+
+  /** Final checkpoint, then the thread ends (at once if it already has). */
   stop(): Promise<void> {
-    return new Promise((resolve) => {
-      this.worker.once("exit", () => resolve());
-      this.worker.postMessage("stop");
-    });
+    this.worker.postMessage("stop");
+    return this.exited;
   }
 }
