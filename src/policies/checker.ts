@@ -7,6 +7,7 @@
 // accepts only the operators and functions listed here.
 
 import type { parse } from "@bufbuild/cel";
+import { RE2JS } from "@bufbuild/re2";
 import { BOOL, DYN, NULL, NUMBER, STRING, VARIABLES, listOf, typeName } from "./schema.js";
 import type { ValueType } from "./schema.js";
 
@@ -39,13 +40,25 @@ export interface CheckedCondition {
 interface Uses {
   listNames: Set<string>;
   variables: Set<string>;
+  /** Comprehensions (all, exists, exists_one, map, filter) met so far. */
+  comprehensions: number;
+  /** How many comprehension loops enclose the node being checked. */
+  loopDepth: number;
 }
+
+/**
+ * Comprehensions per condition. Each walks its list once per decision on the
+ * request thread, so their number bounds a rule's cost (with nesting refused):
+ * a rule may cost one pass over each list it names, never one pass per
+ * element of another.
+ */
+export const MAX_COMPREHENSIONS = 4;
 
 type Scope = ReadonlyMap<string, ValueType>;
 
 /** Throws CheckError unless `expr` is a well-typed boolean condition. */
 export function checkCondition(expr: Expr): CheckedCondition {
-  const uses: Uses = { listNames: new Set(), variables: new Set() };
+  const uses: Uses = { listNames: new Set(), variables: new Set(), comprehensions: 0, loopDepth: 0 };
   const type = typeOf(expr, new Map(), uses);
   if (!isA(type, "bool")) {
     throw new CheckError(`condition must be a boolean, not ${typeName(type)}`, expr.id);
@@ -191,6 +204,13 @@ function comprehensionType(id: bigint, value: Comprehension, scope: Scope, uses:
     throw new CheckError("invalid comprehension", id);
   }
   if (value.iterVar2 !== "") throw new CheckError("two-variable comprehensions are not supported", id);
+  if (uses.loopDepth > 0) {
+    // Nested loops multiply: ten 10-element lists nested seven deep are 10^7 steps in 170 characters.
+    throw new CheckError("all, exists, exists_one, map and filter cannot be nested: the rule's cost would multiply with every level", id);
+  }
+  if (++uses.comprehensions > MAX_COMPREHENSIONS) {
+    throw new CheckError(`a condition may use all, exists, exists_one, map and filter at most ${MAX_COMPREHENSIONS} times`, id);
+  }
   const range = typeOf(iterRange, scope, uses);
   let element: ValueType;
   if (range.kind === "list") element = range.element;
@@ -200,8 +220,10 @@ function comprehensionType(id: bigint, value: Comprehension, scope: Scope, uses:
   const accumulator = typeOf(accuInit, scope, uses);
   const accuScope = new Map(scope).set(value.accuVar, accumulator);
   const loopScope = new Map(accuScope).set(value.iterVar, element);
+  uses.loopDepth++;
   expectBool(loopCondition, typeOf(loopCondition, loopScope, uses), "loop condition");
   const step = typeOf(loopStep, loopScope, uses);
+  uses.loopDepth--;
   if (!comparable(accumulator, step)) {
     throw new CheckError(`loop step gives ${typeName(step)}, expected ${typeName(accumulator)}`, loopStep.id);
   }
@@ -226,6 +248,7 @@ function callType(id: bigint, call: Call, scope: Scope, uses: Uses): ValueType {
       if (!isA(target, "string") || !isA(args[0]?.type, "string")) {
         throw new CheckError(`${name}() needs a string receiver and a string argument`, id);
       }
+      if (name === "matches" && args[0] !== undefined) checkPattern(args[0].expr);
       return BOOL;
     }
     throw new CheckError(`unknown method '${name}' on ${typeName(target)}`, id);
@@ -280,6 +303,20 @@ function callType(id: bigint, call: Call, scope: Scope, uses: Uses): ValueType {
       return sizeType(id, left.type);
     default:
       throw new CheckError(`unknown function '${operator}'`, id);
+  }
+}
+
+/**
+ * A pattern written in the rule must compile as CEL compiles it (RE2, linear
+ * time): otherwise every decision would report the rule's error instead.
+ */
+function checkPattern(pattern: Expr): void {
+  const constant = pattern.exprKind.case === "constExpr" ? pattern.exprKind.value.constantKind : undefined;
+  if (constant?.case !== "stringValue") return; // computed patterns can only fail at evaluation
+  try {
+    RE2JS.compile(constant.value);
+  } catch (error) {
+    throw new CheckError(`matches() pattern is not a valid RE2 expression: ${error instanceof Error ? error.message : String(error)}`, pattern.id);
   }
 }
 

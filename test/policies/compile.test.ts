@@ -197,6 +197,28 @@ describe("refused conditions", () => {
     expect(refusal("score in lists.vip").message).toBe("in cannot be applied to (number, lists.vip)");
   });
 
+  it("refuses nested comprehensions and more than four, whose cost multiplies or adds up per decision", () => {
+    const list = "[0,1,2,3,4,5,6,7,8,9]";
+    const nested = refusal(`${list}.all(a, ${list}.all(b, true))`);
+    expect(nested.message).toMatch(/cannot be nested/);
+    expect(nested.position?.column).toBe(list.length * 2 + 9); // the inner .all
+    const inRange = refusal(`${list}.filter(a, ${list}.exists(b, b == a)).size() > 0`);
+    expect(inRange.message).toMatch(/cannot be nested/);
+    expect(refusal(Array.from({ length: 5 }, (_, i) => `${list}.exists(x${i}, x${i} == score)`).join(" || ")).message).toMatch(/at most 4 times/);
+    expect(matches(Array.from({ length: 4 }, (_, i) => `${list}.exists(x${i}, x${i} == score)`).join(" || "), { score: 3 })).toBe(true);
+    // Side by side, each over its own list, is fine.
+    expect(matches(`${list}.exists(a, a == 3) && ${list}.map(b, b * 2).exists(c, c == 18)`)).toBe(true);
+  });
+
+  it("refuses a matches() pattern RE2 cannot compile when the policy is saved", () => {
+    const error = refusal("userId.matches('(')");
+    expect(error.message).toMatch(/not a valid RE2 expression: .*missing closing \)/);
+    expect(error.position?.column).toBe(16);
+    // RE2 has no backreferences: a pattern JavaScript would take is refused too.
+    expect(refusal("userId.matches('(a)\\1')").message).toMatch(/RE2/);
+    expect(matches("userId.matches('^u_[0-9]+$')", { userId: "u_42" })).toBe(true);
+  });
+
   it("reports syntax errors with the parser's position", () => {
     // The parser reports where its grammar gave up, which can be before the culprit; assert only that it is there.
     for (const condition of ["score >= AND 30", "score > 'unterminated", "score >\n  (1", ""]) {
