@@ -1,4 +1,5 @@
 import http from "node:http";
+import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createClient, ConnectError, Code } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -148,6 +149,19 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     expect(badStatus.status).toBe(400);
   });
 
+  it("reads a path that starts with // as a path, not as a host", async () => {
+    const answer = await new Promise<string>((resolve) => {
+      const socket = net.connect(server.port, "127.0.0.1", () =>
+        socket.write(`GET //evil/api/v1/cases HTTP/1.1\r\nHost: x\r\nX-API-Key: ${secret}\r\nConnection: close\r\n\r\n`),
+      );
+      let text = "";
+      socket.on("data", (chunk) => (text += chunk));
+      socket.on("close", () => resolve(text));
+    });
+    expect(answer).toMatch(/^HTTP\/1.1 404/);
+    expect(answer).toContain("no endpoint GET //evil/api/v1/cases");
+  });
+
   it("validates id prefixes in paths", async () => {
     const res = await fetch(`${server.url}/api/v1/decisions/evi_123`, { headers: { "x-api-key": secret } });
     expect(res.status).toBe(400);
@@ -175,6 +189,50 @@ describe("bad input gets a precise 4xx, never a 500", () => {
       expect(result.trailers?.get("fraud-error-code")).toEqual(["VALIDATION_ERROR"]);
     } finally {
       client.close();
+    }
+  });
+
+  it("refuses numbers no double can hold, wherever they are, by their JSON path", async () => {
+    const inMetadata = await post("/api/v1/decide", '{"userId":"u1","action":"login","metadata":{"x":1e400,"y":{"z":[-1e400]}}}');
+    expect(inMetadata.status).toBe(400);
+    expect(inMetadata.body.error.details.fieldViolations).toEqual([
+      { field: "metadata.x", description: "must be a finite number" },
+      { field: "metadata.y.z[0]", description: "must be a finite number" },
+    ]);
+    // With an Idempotency-Key the request is hashed before anything else: still a 400.
+    expect((await post("/api/v1/decide", '{"userId":"u1","action":"login","metadata":{"x":-1e400}}', { "idempotency-key": "k-inf" })).status).toBe(400);
+    const amount = await post("/api/v1/decide", '{"userId":"u1","action":"checkout","amount":1e400,"currency":"USD"}');
+    expect(amount.body.error.details.fieldViolations).toEqual([{ field: "amount", description: "must be a finite number" }]);
+  });
+
+  it("refuses integers out of their type's range and malformed timestamps, by their JSON path", async () => {
+    const width = await post("/api/v1/decide", JSON.stringify({ userId: "u", action: "login", device: { screen: { width: -1, height: 4294967296 } } }));
+    expect(width.status).toBe(400);
+    expect(width.body.error.details.fieldViolations).toEqual([
+      { field: "device.screen.width", description: "must be between 0 and 4294967295" },
+      { field: "device.screen.height", description: "must be between 0 and 4294967295" },
+    ]);
+    await post("/api/v1/lists", JSON.stringify({ name: "blocked", kind: "user", type: "deny" }));
+    for (const expiresAt of ["not a date", "10000-01-01T00:00:00Z", "2026-13-01T00:00:00Z"]) {
+      const entry = await post("/api/v1/lists/blocked/entries", JSON.stringify({ entries: [{ value: "u1", expiresAt }] }));
+      expect(entry.status, expiresAt).toBe(400);
+      expect(entry.body.error.details.fieldViolations?.[0]?.field).toBe("entries[0].expiresAt");
+    }
+  });
+
+  it("refuses NaN and Infinity sent in binary protobuf, naming the field", async () => {
+    const client = createClient(DecisionService, createConnectTransport({ baseUrl: server.url, httpVersion: "1.1", useBinaryFormat: true }));
+    const cases: Array<[Parameters<typeof client.decide>[0], string]> = [
+      [{ userId: "u", action: "checkout", amount: Number.POSITIVE_INFINITY, currency: "USD" }, "amount"],
+      [{ userId: "u", action: "login", behavior: { timeOnPageMs: Number.NEGATIVE_INFINITY } }, "behavior.timeOnPageMs"],
+      [{ userId: "u", action: "login", device: { screen: { pixelRatio: Number.NaN } } }, "device.screen.pixelRatio"],
+      [{ userId: "u", action: "login", metadata: { x: Number.NaN } }, "metadata.x"],
+    ];
+    for (const [request, field] of cases) {
+      const error = await client.decide(request, { headers: { "x-api-key": secret } }).then(() => undefined, (e: unknown) => e);
+      expect(error, field).toBeInstanceOf(ConnectError);
+      expect((error as ConnectError).code, field).toBe(Code.InvalidArgument);
+      expect((error as ConnectError).findDetails(ErrorDetailSchema)[0]?.fieldViolations, field).toEqual([{ $typeName: "fraud.v1.FieldViolation", field, description: "must be a finite number" }]);
     }
   });
 

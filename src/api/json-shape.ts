@@ -52,7 +52,9 @@ function checkField(field: DescField, value: JsonValue, path: string, out: Viola
 function checkMessage(desc: DescMessage, value: JsonValue, path: string, out: Violation[]): void {
   if (desc.typeName === "google.protobuf.Value") return; // any JSON value
   if (desc.typeName === "google.protobuf.Timestamp") {
-    if (typeof value !== "string") out.push({ field: path, description: "must be an RFC 3339 timestamp string" });
+    if (typeof value !== "string" || !isTimestamp(value)) {
+      out.push({ field: path, description: "must be an RFC 3339 timestamp such as 2026-01-02T03:04:05Z" });
+    }
     return;
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
@@ -79,8 +81,43 @@ function checkScalar(scalar: ScalarType, value: JsonValue, path: string, out: Vi
         out.push({ field: path, description: "must be a number" });
         return;
       }
-      const isInteger = scalar !== ScalarType.DOUBLE && scalar !== ScalarType.FLOAT;
-      if (isInteger && !Number.isInteger(Number(value))) out.push({ field: path, description: "must be a whole number" });
+      // A JSON number too large for a double (1e400) parses as Infinity.
+      if (!Number.isFinite(Number(value))) {
+        out.push({ field: path, description: "must be a finite number" });
+        return;
+      }
+      const range = INTEGER_RANGES.get(scalar);
+      if (range === undefined) return;
+      if (!Number.isInteger(Number(value))) {
+        out.push({ field: path, description: "must be a whole number" });
+        return;
+      }
+      const [min, max] = range;
+      const whole = typeof value === "string" && /^\s*-?\d+\s*$/.test(value) ? BigInt(value.trim()) : BigInt(Number(value));
+      if (whole < min || whole > max) out.push({ field: path, description: `must be between ${min} and ${max}` });
     }
   }
+}
+
+const INT32: [bigint, bigint] = [-(2n ** 31n), 2n ** 31n - 1n];
+const UINT32: [bigint, bigint] = [0n, 2n ** 32n - 1n];
+const INT64: [bigint, bigint] = [-(2n ** 63n), 2n ** 63n - 1n];
+const UINT64: [bigint, bigint] = [0n, 2n ** 64n - 1n];
+/** What each integer type can hold: a value outside is refused by name here rather than by the decoder. */
+const INTEGER_RANGES = new Map<ScalarType, [bigint, bigint]>([
+  [ScalarType.INT32, INT32],
+  [ScalarType.SINT32, INT32],
+  [ScalarType.SFIXED32, INT32],
+  [ScalarType.UINT32, UINT32],
+  [ScalarType.FIXED32, UINT32],
+  [ScalarType.INT64, INT64],
+  [ScalarType.SINT64, INT64],
+  [ScalarType.SFIXED64, INT64],
+  [ScalarType.UINT64, UINT64],
+  [ScalarType.FIXED64, UINT64],
+]);
+
+/** RFC 3339 with the years protobuf's Timestamp can hold (0001 to 9999), and a real date. */
+function isTimestamp(text: string): boolean {
+  return /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/i.test(text) && text.slice(0, 4) !== "0000" && !Number.isNaN(Date.parse(text));
 }

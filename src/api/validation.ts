@@ -1,5 +1,5 @@
 import { isIP } from "node:net";
-import { createRegistry, getOption, hasOption, type DescField, type DescMessage } from "@bufbuild/protobuf";
+import { ScalarType, createRegistry, getOption, hasOption, type DescField, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
 import { StringFormat, message_rules, string_value, validate, type FieldRules } from "../../gen/fraud/v1/options_pb.js";
 import { file_fraud_v1_value_sets } from "../../gen/fraud/v1/value_sets_pb.js";
 import type { FieldViolation } from "../../gen/fraud/v1/errors_pb.js";
@@ -52,8 +52,10 @@ function compileMessage(desc: DescMessage): Check[] {
   for (const field of desc.fields) {
     const rules = hasOption(field, validate) ? getOption(field, validate) : undefined;
     if (rules) checks.push(compileFieldRules(field, rules));
+    if (isFloatingPoint(field)) checks.push(compileFinite(field));
     const nested = nestedMessage(field);
-    if (nested && !isWellKnown(nested)) checks.push(compileNested(field, nested));
+    if (nested?.typeName === "google.protobuf.Struct" && field.fieldKind === "message") checks.push(compileStructNumbers(field));
+    else if (nested && !isWellKnown(nested)) checks.push(compileNested(field, nested));
   }
   if (hasOption(desc, message_rules)) {
     const oneOf = getOption(desc, message_rules).requireOneOf;
@@ -78,6 +80,52 @@ function nestedMessage(field: DescField): DescMessage | undefined {
   if (field.fieldKind === "message") return field.message;
   if (field.fieldKind === "list" && field.listKind === "message") return field.message;
   return undefined;
+}
+
+function isFloatingPoint(field: DescField): boolean {
+  const scalar = field.fieldKind === "scalar" || (field.fieldKind === "list" && field.listKind === "scalar") ? field.scalar : undefined;
+  return scalar === ScalarType.DOUBLE || scalar === ScalarType.FLOAT;
+}
+
+/**
+ * Binary protobuf carries NaN and ±Infinity in doubles, and JSON numbers too
+ * large for a double parse as Infinity; none of them means anything here, and
+ * the evidence's canonical JSON cannot hold them. Refused for every double,
+ * with or without rules of its own.
+ */
+function compileFinite(field: DescField): Check {
+  return (message, prefix, out) => {
+    const value = message[field.localName];
+    const path = prefix + field.jsonName;
+    if (Array.isArray(value)) {
+      value.forEach((item, index) => {
+        if (typeof item === "number" && !Number.isFinite(item)) out.push({ field: `${path}[${index}]`, description: "must be a finite number" });
+      });
+    } else if (typeof value === "number" && !Number.isFinite(value)) {
+      out.push({ field: path, description: "must be a finite number" });
+    }
+  };
+}
+
+/**
+ * The same for the numbers anywhere inside a Struct (metadata), named by
+ * their JSON path. protobuf-es holds a Struct field as its plain JSON object.
+ */
+function compileStructNumbers(field: DescField): Check {
+  return (message, prefix, out) => {
+    const value = message[field.localName];
+    if (value !== undefined) jsonNumbers(value as JsonValue, prefix + field.jsonName, out);
+  };
+}
+
+function jsonNumbers(value: JsonValue, path: string, out: Violation[]): void {
+  if (typeof value === "number") {
+    if (!Number.isFinite(value)) out.push({ field: path, description: "must be a finite number" });
+  } else if (Array.isArray(value)) {
+    value.forEach((item, index) => jsonNumbers(item, `${path}[${index}]`, out));
+  } else if (value !== null && typeof value === "object") {
+    for (const [key, item] of Object.entries(value)) jsonNumbers(item, `${path}.${key}`, out);
+  }
 }
 
 /** google.protobuf types (Struct, Timestamp, ...) carry no rules of ours. */
@@ -141,7 +189,7 @@ function compileFieldRules(field: DescField, rules: FieldRules): Check {
         if (problem) out.push({ field: path, description: problem });
       }
     } else if (typeof value === "number") {
-      if (Number.isNaN(value)) out.push({ field: path, description: "must be a number" });
+      if (!Number.isFinite(value)) return; // reported once, by compileFinite
       if (rules.min !== undefined && value < rules.min) {
         out.push({ field: path, description: `must be at least ${rules.min}` });
       }

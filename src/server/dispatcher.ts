@@ -12,6 +12,7 @@ import type { HealthMonitor } from "../observability/health.js";
 import type { ComponentName, Metrics } from "../observability/metrics.js";
 import type { ClientIpResolver } from "./client-ip.js";
 import type { RestGateway } from "./gateway.js";
+import { requestUrl } from "./request-url.js";
 import type { GrpcUnaryPath } from "./grpc-unary.js";
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
@@ -62,12 +63,7 @@ export class Dispatcher {
 
   private async handle(req: NodeRequest, res: NodeResponse): Promise<void> {
     const startedAt = performance.now();
-    let url: URL;
-    try {
-      url = new URL(req.url ?? "/", "http://localhost");
-    } catch {
-      url = new URL("http://localhost/");
-    }
+    const url = requestUrl(req.url) ?? new URL("http://localhost/");
     const pathname = url.pathname;
     const rpc = this.rpcHandlers.get(pathname);
     const context: CallContext = {

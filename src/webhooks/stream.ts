@@ -8,6 +8,7 @@ import type { EventPublisher } from "../events/publisher.js";
 import type { Logger } from "../log.js";
 import type { Tenant } from "../store/tenant.js";
 import type { WebhookRepository } from "../store/webhooks.js";
+import { requestUrl } from "../server/request-url.js";
 import type { WebhookEvent } from "./events.js";
 import { signPayload } from "./signature.js";
 
@@ -57,13 +58,9 @@ export class EventStream {
 
   /** The listener's upgrade hook: takes the connection when it asks for the event stream, else declines. */
   readonly handleUpgrade = (req: http.IncomingMessage, socket: Duplex, head: Buffer): boolean => {
-    let url: URL;
-    try {
-      url = new URL(req.url ?? "/", "http://localhost");
-    } catch {
-      // Not the stream's path (`//`, for one, is no URL path): the HTTP/1.1 server answers it.
-      return false;
-    }
+    const url = requestUrl(req.url);
+    // Not the stream's path (or no URL at all): the HTTP/1.1 server answers it.
+    if (url === undefined) return false;
     if (url.pathname !== EVENT_STREAM_PATH || req.headers.upgrade?.toLowerCase() !== "websocket") return false;
     // Keys come in headers only: a key in the query string would end up in proxy and access logs.
     const headers = new Headers();
