@@ -90,6 +90,11 @@ describe("policies", () => {
       { condition: 'score == "high"', field: "rules[0].condition", text: /rule 0 at 1:\d+/ },
       { condition: "score >= ", field: "rules[0].condition", text: /rule 0 at 1:\d+/ },
       { condition: "nobody > 3", field: "rules[0].condition", text: /nobody/ },
+      // Errors without a position are still the condition's.
+      { condition: `${"(".repeat(2000)}true${")".repeat(2000)}`, field: "rules[0].condition", text: /nested too deeply/ },
+      { condition: `score${"+1".repeat(2000)} > 0`, field: "rules[0].condition", text: /nested too deeply/ },
+      { condition: "'\\ud800' == userId", field: "rules[0].condition", text: /surrogate/ },
+      { condition: "[1,2].all(a, [3].exists(b, b == a))", field: "rules[0].condition", text: /cannot be nested/ },
     ];
     for (const bad of cases) {
       const { status, body } = await call<ErrorJson>("POST", "/api/v1/policies", { name: "bad", rules: [{ condition: bad.condition, action: "deny" }] });

@@ -162,6 +162,16 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     expect(answer).toContain("no endpoint GET //evil/api/v1/cases");
   });
 
+  it("tells a malformed Authorization header from a missing key", async () => {
+    for (const authorization of [`Bearer ${secret} extra`, "Bearer ", `Basic ${secret}`]) {
+      const res = await fetch(`${server.url}/api/v1/cases`, { headers: { authorization } });
+      expect(res.status, authorization).toBe(401);
+      expect(((await res.json()) as ErrorBody).error.message, authorization).toMatch(/Authorization header must be "Bearer " followed by the API key/);
+    }
+    const missing = await fetch(`${server.url}/api/v1/cases`);
+    expect(((await missing.json()) as ErrorBody).error.message).toMatch(/an API key is required/);
+  });
+
   it("validates id prefixes in paths", async () => {
     const res = await fetch(`${server.url}/api/v1/decisions/evi_123`, { headers: { "x-api-key": secret } });
     expect(res.status).toBe(400);

@@ -70,6 +70,10 @@ export function authInterceptor(keys: KeyService): Interceptor {
     const key = presentedKey(req.header);
     if (key === undefined) {
       if (contract.access.allowAnonymous) return next(req);
+      // A header that is there but not "Bearer <key>" is a mistake to point out, not an absent key.
+      if (req.header.get("authorization")?.trim()) {
+        throw apiError("UNAUTHORIZED", "the Authorization header must be \"Bearer \" followed by the API key and nothing else");
+      }
       throw apiError("UNAUTHORIZED", "an API key is required: send it in X-API-Key or Authorization: Bearer");
     }
     const principal = keys.authenticate(key);

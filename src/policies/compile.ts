@@ -55,7 +55,7 @@ export function compilePolicyUncached(definition: PolicyDefinition): CompileResu
   const errors: PolicyCompileError[] = [];
   const status = POLICY_STATUSES.find((known) => known === definition.status);
   if (status === undefined) {
-    errors.push({ ruleIndex: -1, position: null, message: `unknown status '${definition.status}'` });
+    errors.push({ ruleIndex: -1, field: "status", position: null, message: `unknown status '${definition.status}'` });
   }
   const rules: CompiledRule[] = [];
   definition.rules.forEach((rule, index) => {
@@ -83,13 +83,13 @@ function compileRule(rule: RuleDefinition, index: number): CompiledRule | Policy
   const errors: PolicyCompileError[] = [];
   const action = RULE_ACTIONS.find((known) => known === rule.action);
   if (action === undefined) {
-    errors.push({ ruleIndex: index, position: null, message: `unknown action '${rule.action}'` });
+    errors.push({ ruleIndex: index, field: "action", position: null, message: `unknown action '${rule.action}'` });
   }
   const condition = compileCondition(rule.condition);
   if ("message" in condition) {
     const { offset } = condition;
     const position = offset === null ? null : positionAt(rule.condition, skipSpace(rule.condition, offset));
-    errors.push({ ruleIndex: index, position, message: condition.message });
+    errors.push({ ruleIndex: index, field: "condition", position, message: condition.message });
   }
   if (action === undefined || "message" in condition) return errors;
   return { index, condition: rule.condition, action, description: rule.description ?? "", ...condition };
@@ -106,11 +106,13 @@ function compileCondition(
     const { message, offset } = describeParseError(error);
     return { message: `syntax error: ${message}`, offset };
   }
-  literalsToDouble(parsed.expr);
   let checked: CheckedCondition;
   try {
+    literalsToDouble(parsed.expr);
     checked = checkCondition(parsed.expr);
   } catch (error) {
+    // The AST walks recurse: thousands of chained operators exhaust the stack, as nesting does the parser's.
+    if (error instanceof RangeError) return { message: "the condition is nested too deeply", offset: null };
     if (!(error instanceof CheckError)) throw error;
     const offset = parsed.sourceInfo?.positions[error.exprId.toString()];
     return { message: error.message, offset: offset === undefined ? 0 : offset + error.offsetShift };
@@ -125,6 +127,8 @@ function compileCondition(
 /** The parser throws a peggy-style error with the bare message and a location. */
 function describeParseError(error: unknown): { message: string; offset: number | null } {
   if (!(error instanceof Error)) return { message: String(error), offset: null };
+  // The recursive-descent parser runs out of stack on thousands of nested parentheses.
+  if (error instanceof RangeError) return { message: "the condition is nested too deeply", offset: null };
   const raw = "rawMessage" in error && typeof error.rawMessage === "string" ? error.rawMessage : error.message;
   const location = "location" in error ? error.location : undefined;
   const start =

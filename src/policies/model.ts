@@ -72,7 +72,9 @@ export interface SourcePosition {
 export interface PolicyCompileError {
   /** Index of the rule in the policy; -1 for a policy-level problem (status). */
   readonly ruleIndex: number;
-  /** Where in the condition; null for problems outside it (an unknown action). */
+  /** What is wrong: the policy's status, or a rule's action or condition. */
+  readonly field: "status" | "action" | "condition";
+  /** Where in the condition; null for problems outside it, or when the parser gives none. */
   readonly position: SourcePosition | null;
   readonly message: string;
 }

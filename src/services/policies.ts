@@ -61,7 +61,7 @@ function checkCompiles(definition: PolicyDefinition): void {
   const result = compilePolicy(definition);
   if (result.ok) return;
   const fieldViolations = result.errors.map((error) => ({
-    field: error.ruleIndex === -1 ? "status" : `rules[${error.ruleIndex}].${error.position ? "condition" : "action"}`,
+    field: error.ruleIndex === -1 ? error.field : `rules[${error.ruleIndex}].${error.field}`,
     description: formatCompileError(error),
   }));
   throw apiError("VALIDATION_ERROR", `invalid policy: ${fieldViolations.map((v) => v.description).join("; ")}`, { fieldViolations });

@@ -143,6 +143,7 @@ describe("refused conditions", () => {
     expect(errors).toEqual([
       {
         ruleIndex: 1,
+        field: "condition",
         position: { offset: 31, line: 1, column: 32 },
         message: "signals.network has no field 'torr'",
       },
@@ -180,6 +181,7 @@ describe("refused conditions", () => {
   it("refuses a condition that is not a boolean, pointing at its operator", () => {
     expect(refusal("score + 1")).toEqual({
       ruleIndex: 0,
+      field: "condition",
       position: { offset: 6, line: 1, column: 7 },
       message: "condition must be a boolean, not number",
     });
