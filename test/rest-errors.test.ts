@@ -67,6 +67,15 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     expect(body.error.message).toMatch(/not valid JSON/);
   });
 
+  it("refuses a body that is not valid UTF-8 instead of replacing the bytes", async () => {
+    const body = Buffer.concat([Buffer.from('{"userId":"'), Buffer.from([0xc3, 0x28]), Buffer.from('","action":"login"}')]);
+    const { status, body: error } = await post("/api/v1/decide", body);
+    expect(status).toBe(400);
+    expect(error.error.message).toBe("request body is not valid UTF-8");
+    // A byte order mark is allowed and ignored.
+    expect((await post("/api/v1/decide", Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"userId":"bom","action":"login"}')]))).status).toBe(200);
+  });
+
   it("refuses a JSON array or scalar where an object belongs", async () => {
     for (const payload of ["[1,2]", "42", "null", '"text"']) {
       const { status, body } = await post("/api/v1/decide", payload);

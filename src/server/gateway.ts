@@ -24,6 +24,8 @@ import { invalidRequest } from "../api/validation.js";
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
 
+/** Refuses malformed UTF-8 (JSON text is UTF-8, RFC 8259) instead of turning it into U+FFFD. */
+const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 /** Nesting deeper than this in a JSON body is refused before it reaches the decoder. */
 const MAX_JSON_DEPTH = 32;
 
@@ -243,8 +245,9 @@ export class RestGateway {
     }
     let parsed: unknown;
     try {
-      parsed = JSON.parse(Buffer.concat(chunks, size).toString("utf8"));
+      parsed = JSON.parse(UTF8.decode(Buffer.concat(chunks, size)));
     } catch (error) {
+      if (error instanceof TypeError) throw apiError("VALIDATION_ERROR", "request body is not valid UTF-8");
       throw apiError("VALIDATION_ERROR", `request body is not valid JSON: ${(error as Error).message}`);
     }
     if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
