@@ -161,7 +161,8 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       const { tenant, actor, clientIp, requestId } = callOf(ctx);
       const now = deps.clock.now();
       const ip = request.ip || clientIp;
-      const resolved = create(DecideRequestSchema, { ...request, ip });
+      // A message is a plain object: a shallow copy with the resolved address is one (create() would copy it all again).
+      const resolved: DecideRequest = { ...request, ip };
 
       const idempotencyKey = ctx.requestHeader.get("idempotency-key")?.trim();
       let requestHash = "";
