@@ -1,6 +1,7 @@
 import fs from "node:fs";
 import { parseArgs } from "node:util";
 import v8 from "node:v8";
+import { create, toJson } from "@bufbuild/protobuf";
 import type { AuditActor } from "../audit/entry.js";
 import { AuditLog } from "../audit/log.js";
 import { AuditSigner, importPublicKeyPem, publicKeyFingerprint } from "../audit/signer.js";
@@ -21,7 +22,8 @@ import type { Tenant } from "../store/tenant.js";
 import { Outbox } from "../outbox/outbox.js";
 import { ConsortiumMembership, membershipProblems } from "../consortium/membership.js";
 import { ConsortiumRepository } from "../store/consortium.js";
-import { deadLetterId, taskIdOf } from "../services/dead-letters.js";
+import { DeadLetterSchema } from "../../gen/fraud/v1/dead_letter_pb.js";
+import { taskIdOf, toDeadLetter } from "../services/dead-letters.js";
 
 /** Where the CLI writes; tests pass their own. */
 export interface CliIo {
@@ -269,9 +271,10 @@ function dlqCommand(action: string | undefined, args: string[], db: Db, clock: C
       if (!Number.isInteger(value) || value < min) throw new UsageError(`--${name} must be an integer of at least ${min}`);
       return value;
     };
+    // The JSON the API answers (GET /api/v1/dead-letters), through the same mapping.
     const letters = outbox
       .deadLetters(tenant, count("limit", values.limit, 50, 1), count("offset", values.offset, 0, 0))
-      .map((letter) => ({ ...letter, id: deadLetterId(letter.id), createdAt: new Date(letter.createdAt).toISOString(), failedAt: new Date(letter.updatedAt).toISOString() }));
+      .map((letter) => toJson(DeadLetterSchema, create(DeadLetterSchema, toDeadLetter(letter)), { alwaysEmitImplicit: true }) as { id: string; kind: string; attempts: number; failedAt: string; lastError: string });
     if (values.json) io.out(JSON.stringify({ deadLetters: letters }) + "\n");
     else for (const letter of letters) io.out(`${letter.id}  ${letter.kind}  ${letter.attempts} attempts  ${letter.failedAt}  ${letter.lastError}\n`);
     return 0;

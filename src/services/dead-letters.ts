@@ -20,7 +20,8 @@ export function taskIdOf(id: string): number | undefined {
   return id.startsWith(ID_PREFIX) && /^[1-9][0-9]{0,15}$/.test(digits) ? Number(digits) : undefined;
 }
 
-function toDeadLetter(letter: DeadLetter) {
+/** A dead letter as the API shows it (fraudctl prints the same). */
+export function toDeadLetter(letter: DeadLetter) {
   return {
     id: deadLetterId(letter.id),
     kind: letter.kind,
