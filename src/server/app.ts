@@ -225,7 +225,7 @@ export function buildApp(options: AppOptions): App {
 
   const invoker = new UnaryInvoker(services, interceptors);
   const gateway = new RestGateway(invoker, { maxBodyBytes: config.maxBodyBytes, jsonOptions });
-  const grpcUnary = new GrpcUnaryPath(invoker, { readMaxBytes: config.maxBodyBytes, maxTimeoutMs: Number.MAX_SAFE_INTEGER });
+  const grpcUnary = new GrpcUnaryPath(invoker, { readMaxBytes: config.maxBodyBytes });
   const dispatcher = new Dispatcher(router, gateway, grpcUnary, {
     clientIp: new ClientIpResolver(config.trustedProxies),
     metrics,

@@ -20,11 +20,12 @@ const FLAG_COMPRESSED = 0b0000_0001;
 /** The longest delay setTimeout honours. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
+/** Any deadline grpc-timeout can express is accepted, as Connect's router (no maxTimeoutMs) accepts it. */
+const MAX_TIMEOUT_MS = Number.MAX_SAFE_INTEGER;
+
 export interface GrpcUnaryOptions {
   /** The largest message accepted, as Connect's router's readMaxBytes. */
   readMaxBytes: number;
-  /** The longest deadline honoured; longer ones are clamped, as Connect does. */
-  maxTimeoutMs: number;
 }
 
 /**
@@ -66,7 +67,7 @@ export class GrpcUnaryPath {
     const trailer = new Headers();
     let body: Uint8Array | undefined;
     try {
-      const timeout = parseTimeout(headerValue(req.headers[headerTimeout.toLowerCase()]), this.options.maxTimeoutMs);
+      const timeout = parseTimeout(headerValue(req.headers[headerTimeout.toLowerCase()]), MAX_TIMEOUT_MS);
       if (timeout.error) throw timeout.error;
       if (timeout.timeoutMs !== undefined) deadline.start(timeout.timeoutMs);
       const message = decodeOne(method, await deadline.race(readBody(req, this.options.readMaxBytes)), this.options.readMaxBytes);
