@@ -224,6 +224,16 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     expect(amount.body.error.details.fieldViolations).toEqual([{ field: "amount", description: "must be a finite number" }]);
   });
 
+  it("bounds what metadata holds, by JSON path: what policy rules read on every decision", async () => {
+    const metadata = { note: "x".repeat(1025), cart: { items: Array.from({ length: 101 }, (_, i) => i) }, ok: "y".repeat(1024), few: [1, 2, 3] };
+    const { status, body } = await post("/api/v1/decide", JSON.stringify({ userId: "u", action: "login", metadata }));
+    expect(status).toBe(400);
+    expect(body.error.details.fieldViolations).toEqual([
+      { field: "metadata.note", description: "must be at most 1024 characters" },
+      { field: "metadata.cart.items", description: "must have at most 100 items" },
+    ]);
+  });
+
   it("refuses integers out of their type's range and malformed timestamps, by their JSON path", async () => {
     const width = await post("/api/v1/decide", JSON.stringify({ userId: "u", action: "login", device: { screen: { width: -1, height: 4294967296 } } }));
     expect(width.status).toBe(400);
@@ -232,7 +242,7 @@ describe("bad input gets a precise 4xx, never a 500", () => {
       { field: "device.screen.height", description: "must be between 0 and 4294967295" },
     ]);
     await post("/api/v1/lists", JSON.stringify({ name: "blocked", kind: "user", type: "deny" }));
-    for (const expiresAt of ["not a date", "10000-01-01T00:00:00Z", "2026-13-01T00:00:00Z"]) {
+    for (const expiresAt of ["not a date", "10000-01-01T00:00:00Z", "2026-13-01T00:00:00Z", "2030-01-02t03:04:05z", "0001-01-01T00:00:00+01:00"]) {
       const entry = await post("/api/v1/lists/blocked/entries", JSON.stringify({ entries: [{ value: "u1", expiresAt }] }));
       expect(entry.status, expiresAt).toBe(400);
       expect(entry.body.error.details.fieldViolations?.[0]?.field).toBe("entries[0].expiresAt");

@@ -117,7 +117,13 @@ const INTEGER_RANGES = new Map<ScalarType, [bigint, bigint]>([
   [ScalarType.FIXED64, UINT64],
 ]);
 
-/** RFC 3339 with the years protobuf's Timestamp can hold (0001 to 9999), and a real date. */
+/** The instants a protobuf Timestamp can hold: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z. */
+const EARLIEST_TIMESTAMP_MS = Date.parse("0001-01-01T00:00:00Z");
+const LATEST_TIMESTAMP_MS = Date.parse("9999-12-31T23:59:59.999Z");
+
+/** RFC 3339 as protobuf JSON writes it (upper-case T and Z), for an instant a Timestamp can hold. */
 function isTimestamp(text: string): boolean {
-  return /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/i.test(text) && text.slice(0, 4) !== "0000" && !Number.isNaN(Date.parse(text));
+  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/.test(text)) return false;
+  const ms = Date.parse(text);
+  return ms >= EARLIEST_TIMESTAMP_MS && ms <= LATEST_TIMESTAMP_MS;
 }

@@ -54,7 +54,7 @@ function compileMessage(desc: DescMessage): Check[] {
     if (rules) checks.push(compileFieldRules(field, rules));
     if (isFloatingPoint(field)) checks.push(compileFinite(field));
     const nested = nestedMessage(field);
-    if (nested?.typeName === "google.protobuf.Struct" && field.fieldKind === "message") checks.push(compileStructNumbers(field));
+    if (nested?.typeName === "google.protobuf.Struct" && field.fieldKind === "message") checks.push(compileStructValues(field));
     else if (nested && !isWellKnown(nested)) checks.push(compileNested(field, nested));
   }
   if (hasOption(desc, message_rules)) {
@@ -108,23 +108,33 @@ function compileFinite(field: DescField): Check {
 }
 
 /**
- * The same for the numbers anywhere inside a Struct (metadata), named by
- * their JSON path. protobuf-es holds a Struct field as its plain JSON object.
+ * Policy rules read metadata on every decision, on the request thread: they
+ * may loop over its lists and match its strings, so its size bounds what a
+ * rule costs (docs/policies.md). Besides finite numbers, a Struct's strings
+ * hold at most 1,024 characters and its lists at most 100 items, checked
+ * everywhere inside it, named by JSON path. protobuf-es holds a Struct field
+ * as its plain JSON object.
  */
-function compileStructNumbers(field: DescField): Check {
+export const MAX_STRUCT_STRING = 1_024;
+export const MAX_STRUCT_LIST = 100;
+
+function compileStructValues(field: DescField): Check {
   return (message, prefix, out) => {
     const value = message[field.localName];
-    if (value !== undefined) jsonNumbers(value as JsonValue, prefix + field.jsonName, out);
+    if (value !== undefined) structValues(value as JsonValue, prefix + field.jsonName, out);
   };
 }
 
-function jsonNumbers(value: JsonValue, path: string, out: Violation[]): void {
+function structValues(value: JsonValue, path: string, out: Violation[]): void {
   if (typeof value === "number") {
     if (!Number.isFinite(value)) out.push({ field: path, description: "must be a finite number" });
+  } else if (typeof value === "string") {
+    if (codePointLength(value, MAX_STRUCT_STRING) > MAX_STRUCT_STRING) out.push({ field: path, description: `must be at most ${MAX_STRUCT_STRING} characters` });
   } else if (Array.isArray(value)) {
-    value.forEach((item, index) => jsonNumbers(item, `${path}[${index}]`, out));
+    if (value.length > MAX_STRUCT_LIST) out.push({ field: path, description: `must have at most ${MAX_STRUCT_LIST} items` });
+    else value.forEach((item, index) => structValues(item, `${path}[${index}]`, out));
   } else if (value !== null && typeof value === "object") {
-    for (const [key, item] of Object.entries(value)) jsonNumbers(item, `${path}.${key}`, out);
+    for (const [key, item] of Object.entries(value)) structValues(item, `${path}.${key}`, out);
   }
 }
 

@@ -306,17 +306,29 @@ function callType(id: bigint, call: Call, scope: Scope, uses: Uses): ValueType {
   }
 }
 
+/** The largest compiled pattern matches() may use: its cost is its size times the length of the text. */
+export const MAX_PATTERN_INSTRUCTIONS = 100;
+
 /**
- * A pattern written in the rule must compile as CEL compiles it (RE2, linear
- * time): otherwise every decision would report the rule's error instead.
+ * matches() takes a pattern written in the condition, which must compile as
+ * CEL compiles it (RE2, linear time) and stay small: RE2 runs in time
+ * proportional to the text times the compiled pattern, and a 340-character
+ * pattern of counted repetitions compiles to 20,000 instructions, seconds per
+ * decision on a long string. A computed pattern could not be checked here.
  */
 function checkPattern(pattern: Expr): void {
   const constant = pattern.exprKind.case === "constExpr" ? pattern.exprKind.value.constantKind : undefined;
-  if (constant?.case !== "stringValue") return; // computed patterns can only fail at evaluation
+  if (constant?.case !== "stringValue") {
+    throw new CheckError("matches() needs its pattern written in the condition, as a string", pattern.id);
+  }
+  let size: number;
   try {
-    RE2JS.compile(constant.value);
+    size = RE2JS.compile(constant.value).re2Input.prog.numInst();
   } catch (error) {
     throw new CheckError(`matches() pattern is not a valid RE2 expression: ${error instanceof Error ? error.message : String(error)}`, pattern.id);
+  }
+  if (size > MAX_PATTERN_INSTRUCTIONS) {
+    throw new CheckError(`matches() pattern is too large: it compiles to ${size} instructions, at most ${MAX_PATTERN_INSTRUCTIONS}`, pattern.id);
   }
 }
 

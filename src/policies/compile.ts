@@ -5,6 +5,7 @@
 // with the rule index and position, never at decision time.
 
 import { CelScalar, celEnv, celFunc, celMethod, listType, mapType, parse, plan } from "@bufbuild/cel";
+import { RE2JS } from "@bufbuild/re2";
 import { CheckError, checkCondition, literalsToDouble, type CheckedCondition } from "./checker.js";
 import { rewriteKeywords } from "./keywords.js";
 import { POLICY_STATUSES, RULE_ACTIONS } from "./model.js";
@@ -19,7 +20,7 @@ import type {
   SourcePosition,
 } from "./model.js";
 
-const { DOUBLE, STRING, DYN } = CelScalar;
+const { BOOL, DOUBLE, STRING, DYN } = CelScalar;
 const LIST = listType(DYN);
 const MAP = mapType(DYN, DYN);
 
@@ -47,8 +48,26 @@ const ENV = celEnv({
     celMethod("size", MAP, [], DOUBLE, function () {
       return this.size;
     }),
+    // CEL's own matches() compiles its pattern on every call; rules run on every decision.
+    celMethod("matches", STRING, [STRING], BOOL, function (pattern) {
+      return compiledPattern(pattern).test(this);
+    }),
   ],
 });
+
+/** Compiled matches() patterns. Conditions only hold literal patterns (checker.ts), so the set is small. */
+const PATTERNS = new Map<string, RE2JS>();
+const MAX_PATTERNS = 10_000;
+
+function compiledPattern(pattern: string): RE2JS {
+  let compiled = PATTERNS.get(pattern);
+  if (compiled === undefined) {
+    compiled = RE2JS.compile(pattern);
+    if (PATTERNS.size >= MAX_PATTERNS) PATTERNS.clear();
+    PATTERNS.set(pattern, compiled);
+  }
+  return compiled;
+}
 
 /** Compiles without the cache. Prefer compilePolicy, which reuses programs per (id, version). */
 export function compilePolicyUncached(definition: PolicyDefinition): CompileResult {

@@ -212,13 +212,17 @@ describe("refused conditions", () => {
     expect(matches(`${list}.exists(a, a == 3) && ${list}.map(b, b * 2).exists(c, c == 18)`)).toBe(true);
   });
 
-  it("refuses a matches() pattern RE2 cannot compile when the policy is saved", () => {
+  it("takes matches() patterns written in the condition, valid RE2 and small", () => {
     const error = refusal("userId.matches('(')");
     expect(error.message).toMatch(/not a valid RE2 expression: .*missing closing \)/);
     expect(error.position?.column).toBe(16);
     // RE2 has no backreferences: a pattern JavaScript would take is refused too.
     expect(refusal("userId.matches('(a)\\1')").message).toMatch(/RE2/);
+    // 20 counted repetitions compile to about 20,000 instructions: seconds per decision on a long string.
+    expect(refusal(`userId.matches('${"(?:x|[a-z]{1000})".repeat(20)}')`).message).toMatch(/too large: it compiles to \d+ instructions, at most 100/);
+    expect(refusal("userId.matches(email)").message).toMatch(/pattern written in the condition/);
     expect(matches("userId.matches('^u_[0-9]+$')", { userId: "u_42" })).toBe(true);
+    expect(matches("email.matches('(?i)^[a-z0-9._%+-]+@[a-z0-9.-]+\\\\.[a-z]{2,}$')", { email: "Ann@Example.com" })).toBe(true);
   });
 
   it("reports syntax errors with the parser's position", () => {
