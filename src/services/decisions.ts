@@ -161,7 +161,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       const { tenant, actor, clientIp, requestId } = callOf(ctx);
       const now = deps.clock.now();
       const ip = request.ip || clientIp;
-      // A message is a plain object: a shallow copy with the resolved address is one (create() would copy it all again).
+      // Messages are plain objects: the request with its resolved address is a shallow copy of it.
       const resolved: DecideRequest = { ...request, ip };
 
       const idempotencyKey = ctx.requestHeader.get("idempotency-key")?.trim();
