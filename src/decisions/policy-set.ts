@@ -46,6 +46,9 @@ export function definitionOf(policy: Pick<StoredPolicy, "id" | "version" | "stat
 /** What a decision's inputs look like to the policies (the lists come from the tenant's set). */
 export type PolicyInputs = Omit<EvaluationContext, "lists">;
 
+/** A thousand times what 25 rules take (about 23 µs, docs/benchmarks.md). */
+export const POLICY_BUDGET_MS = 25;
+
 /**
  * Compiled policies and list snapshots per tenant, built on first use and
  * dropped when a policy or list changes (or an entry expires), so a decision
@@ -103,7 +106,14 @@ export class PolicySets {
     this.cache.delete(`${tenant.accountId}/${tenant.environment}`);
   }
 
+  /**
+   * A decision's evaluation, within {@link POLICY_BUDGET_MS} of the request
+   * thread's time: each rule's cost is bounded when it is saved, but an account
+   * may hold many rules, and every other account's requests wait meanwhile.
+   */
   evaluate(policies: TenantPolicies, inputs: PolicyInputs): PolicyEvaluation {
-    return evaluatePolicies(policies.compiled, { ...inputs, lists: policies.lists });
+    const started = performance.now();
+    const budget = { exhausted: () => performance.now() - started > POLICY_BUDGET_MS };
+    return evaluatePolicies(policies.compiled, { ...inputs, lists: policies.lists }, budget);
   }
 }

@@ -4,8 +4,8 @@
 
 export { compilePolicy, compilePolicyUncached, formatCompileError, PolicyCache } from "./compile.js";
 export { DEFAULT_POLICY } from "./default-policy.js";
-export { decisionOf, evaluatePolicies } from "./evaluate.js";
-export type { EvaluationContext, PolicyEvaluation, PolicyResult, RuleError } from "./evaluate.js";
+export { BUDGET_EXHAUSTED, decisionOf, evaluatePolicies } from "./evaluate.js";
+export type { EvaluationBudget, EvaluationContext, PolicyEvaluation, PolicyResult, RuleError } from "./evaluate.js";
 export { ListSnapshot, isValidListName, normalizeListEntry } from "./lists.js";
 export type { ListDefinition, ListKind, ListMatcher } from "./lists.js";
 export { POLICY_STATUSES, RULE_ACTIONS } from "./model.js";

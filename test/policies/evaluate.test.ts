@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { decideFromScore } from "../../src/engine/score.js";
 import {
+  BUDGET_EXHAUSTED,
   DEFAULT_POLICY,
   ListSnapshot,
   compilePolicyUncached,
@@ -256,5 +257,35 @@ describe("bindings", () => {
       decision: "challenge",
       review: true,
     });
+  });
+});
+
+describe("the evaluation budget", () => {
+  /** A budget that runs out after `rules` checks, as a clock would after so much time. */
+  const budgetOf = (rules: number) => {
+    let checks = 0;
+    return { exhausted: () => ++checks > rules };
+  };
+
+  it("stops at the rule it runs out on: the rest count as not matched, each policy saying why", () => {
+    const first = compile(policy([rule("score > 90", "deny"), rule("score > 80", "deny"), rule("score > 10", "deny")], { priority: 20 }));
+    const shadow = compile(policy([rule("score > 10", "challenge")], { priority: 15, status: "shadow" }));
+    const evaluation = evaluatePolicies([first, shadow, defaultPolicy], context({ score: 50 }), budgetOf(2));
+    // The third rule of the first policy would have denied; it and everything after are cut off.
+    expect(evaluation.results.map((r) => [r.matchedRule, r.errors])).toEqual([
+      [-1, [{ ruleIndex: 2, message: BUDGET_EXHAUSTED }]],
+      [-1, [{ ruleIndex: 0, message: BUDGET_EXHAUSTED }]],
+    ]);
+    expect(evaluation.shadowResults[0]?.errors).toEqual([{ ruleIndex: 0, message: BUDGET_EXHAUSTED }]);
+    // No active policy matched: the score decides, as when every rule fails.
+    expect(evaluation.decision).toBe(decideFromScore(50));
+    expect(evaluation.decidedBy).toBeNull();
+  });
+
+  it("changes nothing while it lasts, and replays pass none", () => {
+    const policies = [compile(policy([rule("score > 90"), rule("score > 10")], { priority: 20 })), defaultPolicy];
+    const unbounded = evaluatePolicies(policies, context({ score: 50 }));
+    expect(evaluatePolicies(policies, context({ score: 50 }), budgetOf(100))).toEqual(unbounded);
+    expect(unbounded.decidedBy?.ruleIndex).toBe(1);
   });
 });
