@@ -72,7 +72,7 @@ export function runBacktest(db: Db, task: BacktestTask): BacktestOutcome {
   for (const row of rows) {
     const evidence = JSON.parse(row.content) as { request: StoredRequest; signals: Signals };
     const request = evidence.request;
-    const evaluation = sets.evaluate(policies, {
+    const evaluation = sets.replay(policies, {
       score: row.score,
       action: request.action ?? "",
       userId: request.userId ?? row.user_id,

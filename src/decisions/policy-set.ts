@@ -116,4 +116,9 @@ export class PolicySets {
     const budget = { exhausted: () => performance.now() - started > POLICY_BUDGET_MS };
     return evaluatePolicies(policies.compiled, { ...inputs, lists: policies.lists }, budget);
   }
+
+  /** A stored decision evaluated again (backtests, in a thread of their own): every rule, whatever the time. */
+  replay(policies: TenantPolicies, inputs: PolicyInputs): PolicyEvaluation {
+    return evaluatePolicies(policies.compiled, { ...inputs, lists: policies.lists });
+  }
 }
