@@ -20,6 +20,9 @@ import { AuditService } from "../../gen/fraud/v1/audit_pb.js";
 import { DeadLetterService } from "../../gen/fraud/v1/dead_letter_pb.js";
 import { isPermission, type Permission } from "../auth/keys.js";
 
+/** How every JSON answer is written (Connect JSON, REST, fraudctl --json): fields at their default value included. */
+export const JSON_WRITE_OPTIONS = { alwaysEmitImplicit: true } as const;
+
 /** Every service of the public API, in the order they are documented. */
 export const API_SERVICES: readonly DescService[] = [
   DecisionService,

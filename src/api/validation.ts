@@ -115,8 +115,8 @@ function compileFinite(field: DescField): Check {
  * everywhere inside it, named by JSON path. protobuf-es holds a Struct field
  * as its plain JSON object.
  */
-export const MAX_STRUCT_STRING = 1_024;
-export const MAX_STRUCT_LIST = 100;
+const MAX_STRUCT_STRING = 1_024;
+const MAX_STRUCT_LIST = 100;
 
 function compileStructValues(field: DescField): Check {
   return (message, prefix, out) => {

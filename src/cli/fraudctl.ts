@@ -23,6 +23,7 @@ import { Outbox } from "../outbox/outbox.js";
 import { ConsortiumMembership, membershipProblems } from "../consortium/membership.js";
 import { ConsortiumRepository } from "../store/consortium.js";
 import { DeadLetterSchema } from "../../gen/fraud/v1/dead_letter_pb.js";
+import { JSON_WRITE_OPTIONS } from "../api/contract.js";
 import { taskIdOf, toDeadLetter } from "../services/dead-letters.js";
 
 /** Where the CLI writes; tests pass their own. */
@@ -274,7 +275,7 @@ function dlqCommand(action: string | undefined, args: string[], db: Db, clock: C
     // The JSON the API answers (GET /api/v1/dead-letters), through the same mapping.
     const letters = outbox
       .deadLetters(tenant, count("limit", values.limit, 50, 1), count("offset", values.offset, 0, 0))
-      .map((letter) => toJson(DeadLetterSchema, create(DeadLetterSchema, toDeadLetter(letter)), { alwaysEmitImplicit: true }) as { id: string; kind: string; attempts: number; failedAt: string; lastError: string });
+      .map((letter) => toJson(DeadLetterSchema, create(DeadLetterSchema, toDeadLetter(letter)), JSON_WRITE_OPTIONS) as { id: string; kind: string; attempts: number; failedAt: string; lastError: string });
     if (values.json) io.out(JSON.stringify({ deadLetters: letters }) + "\n");
     else for (const letter of letters) io.out(`${letter.id}  ${letter.kind}  ${letter.attempts} attempts  ${letter.failedAt}  ${letter.lastError}\n`);
     return 0;

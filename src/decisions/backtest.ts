@@ -50,7 +50,7 @@ interface StoredRequest {
 
 /**
  * Replays a policy over stored decisions with the live evaluation code
- * (PolicySets.evaluate): each decision's stored score, signals and request go
+ * (PolicySets.replay, evaluate without the time budget): each decision's stored score, signals and request go
  * through the account's policies with the candidate active, and the outcome
  * is compared with what was decided. Runs in a worker thread.
  */

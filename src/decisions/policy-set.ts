@@ -7,6 +7,7 @@ import {
   formatCompileError,
   type CompiledPolicy,
   type EvaluationContext,
+  type ListKind,
   type PolicyDefinition,
   type PolicyEvaluation,
 } from "../policies/index.js";
@@ -20,7 +21,7 @@ export interface TenantPolicies {
   byId: Map<string, { name: string; compiled: CompiledPolicy }>;
   lists: ListSnapshot;
   /** The deny lists (name and entry kind), for the engine's denylisted signal. */
-  denyLists: Array<{ name: string; kind: string }>;
+  denyLists: Array<{ name: string; kind: ListKind }>;
 }
 
 interface CacheEntry {
@@ -47,13 +48,14 @@ export function definitionOf(policy: Pick<StoredPolicy, "id" | "version" | "stat
 export type PolicyInputs = Omit<EvaluationContext, "lists">;
 
 /** A thousand times what 25 rules take (about 23 µs, docs/benchmarks.md). */
-export const POLICY_BUDGET_MS = 25;
+const POLICY_BUDGET_MS = 25;
 
 /**
  * Compiled policies and list snapshots per tenant, built on first use and
  * dropped when a policy or list changes (or an entry expires), so a decision
- * costs one map lookup and the rules' evaluation. Live decisions, shadow
- * evaluation and backtests all go through `evaluate`.
+ * costs one map lookup and the rules' evaluation. Live decisions and their
+ * shadow evaluation go through `evaluate`, backtests through `replay`: the
+ * same evaluation, without the time budget.
  */
 export class PolicySets {
   private readonly cache = new Map<string, CacheEntry>();

@@ -21,14 +21,8 @@ export function ipKey(ip: string): string {
   return parseIp(ip)?.text ?? ip;
 }
 
-/**
- * The entity value a list kind (user, email, ip, device) takes from a
- * decision's entities, as the request carried it; undefined for a kind that is
- * none of these.
- */
-export function entityValueOfKind(entities: DecisionEntities, kind: ListKind): string;
-export function entityValueOfKind(entities: DecisionEntities, kind: string): string | undefined;
-export function entityValueOfKind(entities: DecisionEntities, kind: string): string | undefined {
+/** The entity value a list kind (user, email, ip, device) takes from a decision's entities, as the request carried it. */
+export function entityValueOfKind(entities: DecisionEntities, kind: ListKind): string {
   switch (kind) {
     case "user":
       return entities.userId;
@@ -38,8 +32,6 @@ export function entityValueOfKind(entities: DecisionEntities, kind: string): str
       return entities.ip;
     case "device":
       return entities.deviceId;
-    default:
-      return undefined;
   }
 }
 

@@ -7,9 +7,9 @@
 // accepts only the operators and functions listed here.
 
 import type { parse } from "@bufbuild/cel";
-import { RE2JS } from "@bufbuild/re2";
 import { BOOL, DYN, NULL, NUMBER, STRING, VARIABLES, listOf, typeName } from "./schema.js";
 import type { ValueType } from "./schema.js";
+import { compiledPattern } from "./patterns.js";
 
 export type Expr = ReturnType<typeof parse>["expr"];
 type ExprKind<C extends Expr["exprKind"]["case"]> = Extract<Expr["exprKind"], { case: C }>["value"];
@@ -52,7 +52,7 @@ interface Uses {
  * a rule may cost one pass over each list it names, never one pass per
  * element of another.
  */
-export const MAX_COMPREHENSIONS = 4;
+const MAX_COMPREHENSIONS = 4;
 
 type Scope = ReadonlyMap<string, ValueType>;
 
@@ -307,7 +307,7 @@ function callType(id: bigint, call: Call, scope: Scope, uses: Uses): ValueType {
 }
 
 /** The largest compiled pattern matches() may use: its cost is its size times the length of the text. */
-export const MAX_PATTERN_INSTRUCTIONS = 100;
+const MAX_PATTERN_INSTRUCTIONS = 100;
 
 /**
  * matches() takes a pattern written in the condition, which must compile as
@@ -323,7 +323,7 @@ function checkPattern(pattern: Expr): void {
   }
   let size: number;
   try {
-    size = RE2JS.compile(constant.value).re2Input.prog.numInst();
+    size = compiledPattern(constant.value).re2Input.prog.numInst();
   } catch (error) {
     throw new CheckError(`matches() pattern is not a valid RE2 expression: ${error instanceof Error ? error.message : String(error)}`, pattern.id);
   }

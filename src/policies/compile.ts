@@ -5,9 +5,9 @@
 // with the rule index and position, never at decision time.
 
 import { CelScalar, celEnv, celFunc, celMethod, listType, mapType, parse, plan } from "@bufbuild/cel";
-import { RE2JS } from "@bufbuild/re2";
 import { CheckError, checkCondition, literalsToDouble, type CheckedCondition } from "./checker.js";
 import { rewriteKeywords } from "./keywords.js";
+import { compiledPattern } from "./patterns.js";
 import { POLICY_STATUSES, RULE_ACTIONS } from "./model.js";
 import type {
   CompileResult,
@@ -54,20 +54,6 @@ const ENV = celEnv({
     }),
   ],
 });
-
-/** Compiled matches() patterns. Conditions only hold literal patterns (checker.ts), so the set is small. */
-const PATTERNS = new Map<string, RE2JS>();
-const MAX_PATTERNS = 10_000;
-
-function compiledPattern(pattern: string): RE2JS {
-  let compiled = PATTERNS.get(pattern);
-  if (compiled === undefined) {
-    compiled = RE2JS.compile(pattern);
-    if (PATTERNS.size >= MAX_PATTERNS) PATTERNS.clear();
-    PATTERNS.set(pattern, compiled);
-  }
-  return compiled;
-}
 
 /** Compiles without the cache. Prefer compilePolicy, which reuses programs per (id, version). */
 export function compilePolicyUncached(definition: PolicyDefinition): CompileResult {

@@ -14,7 +14,7 @@ import { Health } from "../../gen/health/v1/health_pb.js";
 import { file_fraud_v1_value_sets } from "../../gen/fraud/v1/value_sets_pb.js";
 import { ServerReflection } from "../../gen/grpc/reflection/v1/reflection_pb.js";
 import { ServerReflection as ServerReflectionV1Alpha } from "../../gen/grpc/reflection/v1alpha/reflection_pb.js";
-import { API_SERVICES } from "../api/contract.js";
+import { API_SERVICES, JSON_WRITE_OPTIONS } from "../api/contract.js";
 import { apiInterceptors } from "../api/interceptors.js";
 import { UnaryInvoker } from "../api/unary-invoker.js";
 import { GrpcUnaryPath } from "./grpc-unary.js";
@@ -186,8 +186,7 @@ export function buildApp(options: AppOptions): App {
 
   const interceptors = apiInterceptors({ logger, keys, limiter, rateLimitOverrides: config.rateLimitOverrides });
   // Zero values and empty lists stay in JSON: REST clients read the exact shapes of the specification.
-  const jsonOptions = { alwaysEmitImplicit: true };
-  const router = createConnectRouter({ interceptors, jsonOptions, readMaxBytes: config.maxBodyBytes });
+  const router = createConnectRouter({ interceptors, jsonOptions: JSON_WRITE_OPTIONS, readMaxBytes: config.maxBodyBytes });
   // Each service is served by the router (Connect, gRPC, gRPC-Web) and by the REST gateway, from one implementation.
   const services: ServiceImplSpec[] = [];
   const serve = <T extends DescService>(service: T, implementation: ServiceImpl<T>): void => {
@@ -224,7 +223,7 @@ export function buildApp(options: AppOptions): App {
   registerReflection(router, [...API_SERVICES, Health, ServerReflection, ServerReflectionV1Alpha], [file_fraud_v1_value_sets]);
 
   const invoker = new UnaryInvoker(services, interceptors);
-  const gateway = new RestGateway(invoker, { maxBodyBytes: config.maxBodyBytes, jsonOptions });
+  const gateway = new RestGateway(invoker, { maxBodyBytes: config.maxBodyBytes, jsonOptions: JSON_WRITE_OPTIONS });
   const grpcUnary = new GrpcUnaryPath(invoker, { readMaxBytes: config.maxBodyBytes });
   const dispatcher = new Dispatcher(router, gateway, grpcUnary, {
     clientIp: new ClientIpResolver(config.trustedProxies),

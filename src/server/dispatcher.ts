@@ -92,9 +92,9 @@ export class Dispatcher {
         res.end(this.deps.metrics.prometheus(this.deps.gauges()));
       } else if (rpc) {
         component = componentOf(rpc.service.typeName);
-        const unary = "stream" in res ? this.grpcUnary.accepts(req as http2.Http2ServerRequest, pathname) : undefined;
-        if (unary && "stream" in res) {
-          grpcStatus = await this.grpcUnary.serve(unary, req as http2.Http2ServerRequest, res, context, url.href);
+        const unary = this.grpcUnary.accepts(req, res, pathname);
+        if (unary) {
+          grpcStatus = await this.grpcUnary.serve(unary, context, url.href);
         } else {
           const uReq = universalRequestFromNodeRequest(req, res, undefined, withCallContext(createContextValues(), context));
           const uRes = await rpc(uReq);

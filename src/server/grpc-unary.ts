@@ -1,3 +1,4 @@
+import type http from "node:http";
 import http2 from "node:http2";
 import { fromBinary, toBinary, type DescMethodUnary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -23,6 +24,13 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Any deadline grpc-timeout can express is accepted, as Connect's router (no maxTimeoutMs) accepts it. */
 const MAX_TIMEOUT_MS = Number.MAX_SAFE_INTEGER;
 
+/** A request this path serves: the method, and the HTTP/2 request and response it came on. */
+interface UnaryCall {
+  method: DescMethodUnary;
+  req: http2.Http2ServerRequest;
+  res: http2.Http2ServerResponse;
+}
+
 export interface GrpcUnaryOptions {
   /** The largest message accepted, as Connect's router's readMaxBytes. */
   readMaxBytes: number;
@@ -45,18 +53,19 @@ export class GrpcUnaryPath {
     private readonly options: GrpcUnaryOptions,
   ) {}
 
-  /** The method to serve this request as, or undefined to leave it to Connect. */
-  accepts(req: http2.Http2ServerRequest, pathname: string): DescMethodUnary | undefined {
-    if (req.method !== "POST") return undefined;
+  /** The call to serve, or undefined to leave the request to Connect. */
+  accepts(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse, pathname: string): UnaryCall | undefined {
+    if (!(req instanceof http2.Http2ServerRequest) || !(res instanceof http2.Http2ServerResponse) || req.method !== "POST") return undefined;
     const contentType = req.headers["content-type"];
     if (contentType !== "application/grpc" && contentType !== contentTypeProto) return undefined;
     const encoding = req.headers[headerEncoding.toLowerCase()];
     if (encoding !== undefined && encoding !== "identity") return undefined;
-    return this.invoker.at(pathname);
+    const method = this.invoker.at(pathname);
+    return method && { method, req, res };
   }
 
   /** Answers the call and returns its grpc-status; never throws (a failure is a status in the trailers). */
-  async serve(method: DescMethodUnary, req: http2.Http2ServerRequest, res: http2.Http2ServerResponse, context: CallContext, url: string): Promise<string> {
+  async serve({ method, req, res }: UnaryCall, context: CallContext, url: string): Promise<string> {
     const abort = new AbortController();
     // Only a client that went away mid-call aborts it (an AbortError is costly to build).
     res.once("close", () => {

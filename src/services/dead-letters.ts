@@ -10,7 +10,7 @@ const DEFAULT_PAGE = 50;
 /** Dead letters are outbox rows; their public id is the row id behind this prefix. */
 const ID_PREFIX = "dlq_";
 
-export function deadLetterId(taskId: number): string {
+function deadLetterId(taskId: number): string {
   return `${ID_PREFIX}${taskId}`;
 }
 

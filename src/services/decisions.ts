@@ -93,7 +93,7 @@ function policyEffects(policies: TenantPolicies, evaluation: PolicyEvaluation, s
 function onDenyList(policies: TenantPolicies, entities: DecisionEntities): boolean {
   return policies.denyLists.some((list) => {
     const value = entityValueOfKind(entities, list.kind);
-    return value !== undefined && value !== "" && policies.lists.contains(list.name, value);
+    return value !== "" && policies.lists.contains(list.name, value);
   });
 }
 

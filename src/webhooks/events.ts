@@ -18,7 +18,7 @@ export const EVENT_TYPES = [
 
 export type EventType = (typeof EVENT_TYPES)[number];
 
-export type { CasePriority, CaseStatus, Decision };
+export type { Decision };
 
 /** What a policy in shadow mode would have done; the specification puts these in webhook payloads. */
 export interface ShadowPolicyResult {
