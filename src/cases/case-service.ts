@@ -9,7 +9,6 @@ import type { Tenant } from "../store/tenant.js";
 import type { CaseSummary } from "../webhooks/events.js";
 import { CASE_SCORE_THRESHOLD, canTransition, isClosed, priorityFromScore, allowedTransitions, type CaseStatus } from "./lifecycle.js";
 
-export type { NewCase } from "../store/cases.js";
 
 /**
  * The case a decision opens (part 3.2: score at or above 80; or its deciding

@@ -9,7 +9,7 @@ import { GraphRepository } from "../store/graph.js";
 import { HistoryRepository, type HistoryUpdate } from "../store/history.js";
 import { IdempotencyRepository, type IdempotentResponse } from "../store/idempotency.js";
 import type { Tenant } from "../store/tenant.js";
-import { DECISION_FOLLOW_UP_TASK, DecisionFollowUps, followUpTask, followUpsOf, type FollowUp } from "./follow-up.js";
+import { DECISION_FOLLOW_UP_TASK, DecisionFollowUps, followUpGroupOf, followUpTask, type FollowUp } from "./follow-up.js";
 
 /**
  * Everything a decide stores, as the request thread prepares it for the
@@ -28,6 +28,8 @@ export interface StoredDecisionWrite {
   outbox: OutboxEntry[];
   /** What follows the answer: the audit entry, the case and its events (follow-up.ts). */
   followUp: FollowUp;
+  /** The same as JSON, for the follow-up task's payload. */
+  followUpJson: string;
   /** The request thread's clock at the decision: every stored time comes from it. */
   now: number;
 }
@@ -65,7 +67,9 @@ interface PendingFollowUps {
  *
  * The second, once the answers are on their way: the batches' follow-ups (the
  * signed audit entries, the cases), each task's removing it. A crash in
- * between leaves the tasks, which the outbox runner carries out instead.
+ * between leaves the tasks: the next writer thread carries them out before
+ * taking new writes ({@link recover}), or the outbox runner once they are past
+ * their grace period.
  */
 export class DecisionStore {
   private readonly writeAll;
@@ -103,18 +107,22 @@ export class DecisionStore {
     };
     // One follow-up task per account and environment of the batch, for its stored decisions.
     const storeFollowUps = (batch: readonly StoredDecisionWrite[], results: readonly WriteResult[]): PendingFollowUps[] => {
-      const byTenant = new Map<string, { tenant: Tenant; followUps: FollowUp[]; now: number }>();
+      const byTenant = new Map<string, { tenant: Tenant; followUps: FollowUp[]; json: string[]; now: number }>();
       batch.forEach((write, index) => {
         if (results[index]?.kind !== "stored") return;
         const key = `${write.tenant.accountId}/${write.tenant.environment}`;
         const group = byTenant.get(key);
-        if (group) group.followUps.push(write.followUp);
-        else byTenant.set(key, { tenant: write.tenant, followUps: [write.followUp], now: write.now });
+        if (group) {
+          group.followUps.push(write.followUp);
+          group.json.push(write.followUpJson);
+        } else {
+          byTenant.set(key, { tenant: write.tenant, followUps: [write.followUp], json: [write.followUpJson], now: write.now });
+        }
       });
-      return [...byTenant.values()].map(({ tenant, followUps, now }) => ({
+      return [...byTenant.values()].map(({ tenant, followUps, json, now }) => ({
         tenant,
         followUps,
-        task: outbox.insert(followUpTask(tenant, followUps, now)),
+        task: outbox.insert(followUpTask(tenant, json, now)),
       }));
     };
     // Writes nearly always succeed: the whole batch goes first without a savepoint per write (two statements
@@ -178,11 +186,10 @@ export class DecisionStore {
       after = last.id;
       // A task without a tenant, or not a follow-up's payload, is left to the outbox runner, which dead-letters it.
       const leftOver = tasks.flatMap((task) => {
-        const followUps = task.tenant && followUpsOf(parseJson(task.payload));
-        return task.tenant && followUps ? [{ tenant: task.tenant, task: task.id, followUps }] : [];
+        const group = followUpGroupOf(task);
+        return "problem" in group ? [] : [{ ...group, task: task.id }];
       });
-      this.pending = leftOver;
-      const done = this.followUp();
+      const done = this.runFollowUps(leftOver);
       recovered += leftOver.reduce((sum, group) => sum + group.followUps.length, 0) - done.failed;
       queuedEvents ||= done.queuedEvents;
     }
@@ -216,20 +223,16 @@ export class DecisionStore {
   followUp(): FollowUpReport {
     const pending = this.pending;
     this.pending = [];
+    return this.runFollowUps(pending);
+  }
+
+  private runFollowUps(pending: readonly PendingFollowUps[]): FollowUpReport {
     if (pending.length === 0) return { failed: 0, queuedEvents: false };
     try {
       return this.followUpAll.immediate(pending);
     } catch (error) {
       return { failed: pending.reduce((sum, group) => sum + group.followUps.length, 0), queuedEvents: false, error: messageOf(error) };
     }
-  }
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    return undefined;
   }
 }
 

@@ -1,10 +1,10 @@
 import { decisionAuditFields } from "../audit/decisions.js";
 import type { AuditActor, AuditFields } from "../audit/entry.js";
 import type { AuditTrail } from "../audit/log.js";
-import { caseCreatedAuditFields, type NewCase } from "../cases/case-service.js";
-import { outboxEntry, type Outbox, type OutboxEntry, type OutboxTable, type TaskOutcome } from "../outbox/outbox.js";
+import { caseCreatedAuditFields } from "../cases/case-service.js";
+import { outboxEntryOfJson, type Outbox, type OutboxEntry, type OutboxTable, type TaskOutcome } from "../outbox/outbox.js";
 import type { SqliteAuditStore } from "../store/audit.js";
-import { CaseRepository } from "../store/cases.js";
+import { CaseRepository, type NewCase } from "../store/cases.js";
 import type { Db } from "../store/database.js";
 import type { Tenant } from "../store/tenant.js";
 import type { StoredDecision } from "../store/decisions.js";
@@ -39,14 +39,20 @@ export interface FollowUp {
 }
 
 /** A follow-up task's payload: the follow-ups of one batch's decisions of one account and environment. */
-export interface FollowUpPayload {
+interface FollowUpPayload {
   followUps: FollowUp[];
 }
 
-/** A follow-up task's decisions, or undefined for a payload that is not one (the runner dead-letters it). */
-export function followUpsOf(payload: unknown): FollowUp[] | undefined {
+/**
+ * A stored follow-up task's account and decisions, or why it is not one
+ * (the runner dead-letters it; the writer's recovery leaves it to the runner).
+ */
+export function followUpGroupOf(task: { tenant: Tenant | undefined; payload: unknown }): { tenant: Tenant; followUps: FollowUp[] } | { problem: string } {
+  if (!task.tenant) return { problem: "decision follow-up without a tenant" };
+  const { payload } = task;
   const followUps = typeof payload === "object" && payload !== null ? (payload as Partial<FollowUpPayload>).followUps : undefined;
-  return Array.isArray(followUps) ? followUps : undefined;
+  if (!Array.isArray(followUps)) return { problem: "decision follow-up without its list of follow-ups" };
+  return { tenant: task.tenant, followUps };
 }
 
 /** What follows a decision, as the request thread prepares it with the decision's write. */
@@ -58,9 +64,13 @@ export function followUpOf(write: { tenant: Tenant; actor: AuditActor; decision:
   };
 }
 
-/** The follow-up task of decisions of one account and environment, as inserted in the decide's transaction. */
-export function followUpTask(tenant: Tenant, followUps: FollowUp[], now: number): OutboxEntry {
-  return outboxEntry(DECISION_FOLLOW_UP_TASK, tenant, { followUps } satisfies FollowUpPayload, now, now + FOLLOW_UP_GRACE_MS);
+/**
+ * The follow-up task of decisions of one account and environment, as inserted
+ * in the decide's transaction, from each follow-up's JSON (serialised on the
+ * request thread): the text JSON.stringify would give a {@link FollowUpPayload}.
+ */
+export function followUpTask(tenant: Tenant, followUpsJson: readonly string[], now: number): OutboxEntry {
+  return outboxEntryOfJson(DECISION_FOLLOW_UP_TASK, tenant, `{"followUps":[${followUpsJson.join(",")}]}`, now, now + FOLLOW_UP_GRACE_MS);
 }
 
 /** Carries out follow-ups over one connection: the writer's, or the request thread's for the outbox runner. */
@@ -104,10 +114,9 @@ export class DecisionFollowUps {
 /** The outbox runner's side: follow-ups the writer did not carry out. */
 export function registerFollowUpTask(outbox: Outbox, followUps: DecisionFollowUps): void {
   outbox.register(DECISION_FOLLOW_UP_TASK, async (task): Promise<TaskOutcome> => {
-    if (!task.tenant) return { kind: "dead", error: "decision follow-up without a tenant" };
-    const decisions = followUpsOf(task.payload);
-    if (!decisions) return { kind: "dead", error: "decision follow-up without its list of follow-ups" };
-    followUps.runAtomically(task.tenant, decisions);
+    const group = followUpGroupOf(task);
+    if ("problem" in group) return { kind: "dead", error: group.problem };
+    followUps.runAtomically(group.tenant, group.followUps);
     return { kind: "done" };
   });
 }

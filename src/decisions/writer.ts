@@ -1,6 +1,6 @@
 import { Worker } from "node:worker_threads";
 import type { AuditActor } from "../audit/entry.js";
-import type { NewCase } from "../cases/case-service.js";
+import type { NewCase } from "../store/cases.js";
 import { entityKeys } from "../graph/entities.js";
 import type { Logger } from "../log.js";
 import type { Outbox, OutboxEntry } from "../outbox/outbox.js";
@@ -45,6 +45,7 @@ export interface DecisionWrite {
  * case's (stored with the case, in the follow-up).
  */
 export function prepareWrite(write: DecisionWrite, outbox: OutboxEntry[], caseEvents: OutboxEntry[]): StoredDecisionWrite {
+  const followUp = followUpOf(write, caseEvents);
   return {
     tenant: write.tenant,
     decision: decisionRow(write.decision, write.evidence),
@@ -52,7 +53,8 @@ export function prepareWrite(write: DecisionWrite, outbox: OutboxEntry[], caseEv
     graphKeys: entityKeys(write.history),
     ...(write.idempotency && { idempotency: write.idempotency }),
     outbox,
-    followUp: followUpOf(write, caseEvents),
+    followUp,
+    followUpJson: JSON.stringify(followUp),
     now: write.now,
   };
 }
@@ -141,7 +143,7 @@ export class DecisionWriter {
   private readonly following = new Set<number>();
   private nextBatch = 1;
   private closing: Promise<void> | undefined;
-  /** Callers of close() waiting for the last batch. */
+  /** Callers of settled() and close() waiting until nothing is being written or followed up. */
   private idleWaiters: Array<() => void> = [];
 
   constructor(

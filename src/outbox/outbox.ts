@@ -58,21 +58,28 @@ export interface OutboxEntry {
 
 /** A task's entry: the payload serialised, due at `runAt` (now when undefined). */
 export function outboxEntry(kind: string, tenant: Tenant | undefined, payload: unknown, now: number, runAt?: number): OutboxEntry {
-  return {
-    kind,
-    accountId: tenant?.accountId ?? null,
-    environment: tenant?.environment ?? null,
-    payload: JSON.stringify(payload),
-    at: runAt ?? now,
-    now,
-  };
+  return outboxEntryOfJson(kind, tenant, JSON.stringify(payload), now, runAt);
 }
 
-/** A pending task as read back, with its tenant. */
-export interface PendingTask {
+/** The same, for a payload already serialised (on another thread, say). */
+export function outboxEntryOfJson(kind: string, tenant: Tenant | undefined, payload: string, now: number, runAt?: number): OutboxEntry {
+  return { kind, accountId: tenant?.accountId ?? null, environment: tenant?.environment ?? null, payload, at: runAt ?? now, now };
+}
+
+/** A stored payload, parsed; undefined when it is not JSON (such a task can never run). */
+function parsePayload(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A pending task as read back, with its tenant and its payload parsed (undefined when not JSON). */
+interface PendingTask {
   id: number;
   tenant: Tenant | undefined;
-  payload: string;
+  payload: unknown;
 }
 
 /**
@@ -107,17 +114,14 @@ export class OutboxTable {
 
   /** Up to `limit` pending tasks of one kind with ids above `afterId`, oldest first. */
   pendingOfKind(kind: string, afterId: number, limit: number): PendingTask[] {
-    return this.pendingOfKindStmt.all(kind, afterId, limit).map((row) => ({ id: row.id, tenant: tenantOf(row), payload: row.payload }));
+    return this.pendingOfKindStmt.all(kind, afterId, limit).map((row) => ({ id: row.id, tenant: tenantOf(row), payload: parsePayload(row.payload) }));
   }
 }
 
 /** A dead letter's payload: what was stored, or the text itself when it is not JSON (such a task dies at once). */
 function storedPayload(text: string): unknown {
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    return { unparsed: text };
-  }
+  const payload = parsePayload(text);
+  return payload === undefined ? { unparsed: text } : payload;
 }
 
 function tenantOf(row: OutboxRow): Tenant | undefined {
@@ -355,13 +359,9 @@ export class Outbox {
   }
 
   private async runOne(row: OutboxRow): Promise<TaskOutcome> {
-    let payload: unknown;
-    try {
-      payload = JSON.parse(row.payload) as unknown;
-    } catch {
-      // Nothing can ever run it: straight to the dead letters, where it can be seen.
-      return { kind: "dead", error: `the ${row.kind} task's payload is not JSON` };
-    }
+    const payload = parsePayload(row.payload);
+    // Nothing can ever run it: straight to the dead letters, where it can be seen.
+    if (payload === undefined) return { kind: "dead", error: `the ${row.kind} task's payload is not JSON` };
     const task: OutboxTask = { id: row.id, kind: row.kind, tenant: tenantOf(row), payload, attempts: row.attempts, createdAt: row.created_at };
     const handler = this.handlers.get(row.kind);
     if (!handler) return { kind: "dead", error: `no handler for ${row.kind} tasks` };

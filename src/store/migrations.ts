@@ -219,7 +219,7 @@ export const migrations: readonly string[] = [
     signature TEXT NOT NULL
   ) STRICT;
   CREATE INDEX audit_log_by_account ON audit_log(account_id, environment, seq);
-  -- One decision.made entry per decision: a replayed audit task finds it and stops.
+  -- One decision.made entry per decision: a follow-up carried out again (decisions/follow-up.ts) finds it and skips it.
   CREATE UNIQUE INDEX audit_log_one_per_decision ON audit_log(subject) WHERE action = 'decision.made';
   -- Append-only for ordinary code paths. Anyone holding the file can drop these triggers; the chain is what
   -- catches them.
