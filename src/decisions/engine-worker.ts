@@ -1,6 +1,6 @@
 // Piscina worker: a thin shell around the pure engine. It holds the shared
-// reference data and a read-only connection to the store, and turns one task
-// into signals and a score. Nothing here decides policy or writes state.
+// reference data and a read-only connection to the store, and turns each task
+// of a batch into signals and a score. Nothing here decides policy or writes state.
 import { workerData } from "node:worker_threads";
 import {
   ReferenceData,

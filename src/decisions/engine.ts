@@ -29,7 +29,8 @@ export interface DualPathOutcome {
 /**
  * The dual-path engine in a Piscina pool created once at start. Workers share
  * the reference tables (SharedArrayBuffers) and read the store themselves, so
- * the request thread only sends a small task and receives signals and a score.
+ * the request thread only sends small tasks (in batches) and receives signals
+ * and scores.
  */
 interface Pools {
   engine: EngineBatches;
@@ -58,7 +59,7 @@ export class DecisionEngine {
           maxThreads: options.threads,
           concurrentTasksPerWorker: 2,
           idleTimeout: Number.POSITIVE_INFINITY,
-          // Bounded: under overload, fail fast instead of queueing without limit.
+          // A backstop: EngineBatches bounds the evaluations themselves (a task here is a batch of them).
           maxQueue: 4096,
           workerData,
           // Tasks are small and short-lived: a small young generation keeps each thread's footprint down.
@@ -124,6 +125,9 @@ export class DecisionEngine {
   }
 }
 
+/** What the pool would hold before refusing more, in evaluations rather than batches. */
+const MAX_UNANSWERED_EVALUATIONS = 4096;
+
 interface Waiting {
   task: EngineTask;
   resolve(outcome: EngineOutcome): void;
@@ -139,6 +143,8 @@ interface Waiting {
  */
 class EngineBatches {
   private waiting: Waiting[] = [];
+  /** Evaluations asked for and not answered yet, waiting or in the pool. */
+  private unanswered = 0;
 
   constructor(
     private readonly threads: number,
@@ -146,9 +152,12 @@ class EngineBatches {
   ) {}
 
   run(task: EngineTask): Promise<EngineOutcome> {
-    return new Promise((resolve, reject) => {
+    // Bounded: under overload, fail fast instead of queueing without limit.
+    if (this.unanswered >= MAX_UNANSWERED_EVALUATIONS) return Promise.reject(new Error("the engine's queue is full"));
+    this.unanswered++;
+    return new Promise<EngineOutcome>((resolve, reject) => {
       if (this.waiting.push({ task, resolve, reject }) === 1) setImmediate(() => this.flush());
-    });
+    }).finally(() => this.unanswered--);
   }
 
   /** One evaluation on every thread. */
@@ -163,6 +172,15 @@ class EngineBatches {
   private flush(): void {
     const waiting = this.waiting;
     this.waiting = [];
+    // A batch answers when its last evaluation is done: fast ones (analyze, a decide past its budget) do not
+    // wait behind the store reads of comprehensive ones.
+    this.send(waiting.filter((w) => w.task.mode === "fast"));
+    this.send(waiting.filter((w) => w.task.mode === "full"));
+  }
+
+  /** Evaluations split evenly over the threads, one batch each. */
+  private send(waiting: Waiting[]): void {
+    if (waiting.length === 0) return;
     const size = Math.ceil(waiting.length / this.threads);
     for (let start = 0; start < waiting.length; start += size) {
       const batch = waiting.slice(start, start + size);
