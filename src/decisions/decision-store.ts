@@ -1,6 +1,7 @@
 import { AuditLog } from "../audit/log.js";
 import type { AuditSigner } from "../audit/signer.js";
 import { systemClock } from "../clock.js";
+import { graphKeysOf, type EntityKeys } from "../graph/entities.js";
 import { OutboxTable, type OutboxEntry } from "../outbox/outbox.js";
 import { SqliteAuditStore } from "../store/audit.js";
 import type { Db } from "../store/database.js";
@@ -21,8 +22,8 @@ export interface StoredDecisionWrite {
   tenant: Tenant;
   decision: DecisionRowWrite;
   history: HistoryUpdate;
-  /** The fraud graph's keys of the decision's entities. */
-  graphKeys: string[];
+  /** The keys of the decision's entities, for the history's counters and the fraud graph. */
+  entityKeys: EntityKeys;
   idempotency?: { key: string; entry: IdempotentResponse };
   /** The side effects' outbox tasks (events), collected on the request thread, stored with the decision. */
   outbox: OutboxEntry[];
@@ -100,8 +101,8 @@ export class DecisionStore {
         throw new Error("the Idempotency-Key was claimed but its answer is gone");
       }
       decisions.insert(tenant, write.decision);
-      history.record(tenant, write.history, now);
-      graph.recordEdges(tenant, write.decision.id, write.graphKeys, now);
+      history.record(tenant, write.history, write.entityKeys, now);
+      graph.recordEdges(tenant, write.decision.id, graphKeysOf(write.entityKeys), now);
       for (const entry of write.outbox) outbox.insert(entry);
       return { kind: "stored" };
     };

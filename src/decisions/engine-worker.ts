@@ -14,7 +14,7 @@ import { openDatabase } from "../store/database.js";
 import { ConsortiumRepository } from "../store/consortium.js";
 import { GraphRepository } from "../store/graph.js";
 import { HistoryRepository } from "../store/history.js";
-import { entityKeys } from "../graph/entities.js";
+import { entityKeysByKind, graphKeysOf } from "../graph/entities.js";
 import { runBacktest, type BacktestOutcome, type BacktestTask } from "./backtest.js";
 import type { EngineOutcome, EngineTask } from "./engine-types.js";
 
@@ -53,9 +53,10 @@ function evaluate(task: EngineTask): EngineOutcome {
   let store = null;
   if (task.mode === "full") {
     if (config.storeLatencyMs > 0) Atomics.wait(sleeper, 0, 0, config.storeLatencyMs);
+    const keys = entityKeysByKind(task.entities);
     const snapshot = {
-      ...history.snapshot(task.tenant, task.entities, task.nowMs),
-      graph: graph.lookup(task.tenant, entityKeys(task.entities)),
+      ...history.snapshot(task.tenant, task.entities, keys, task.nowMs),
+      graph: graph.lookup(task.tenant, graphKeysOf(keys)),
       // Null (signal unavailable) when the account is not a consortium member.
       consortium: consortium.lookup(task.tenant, task.entities) ?? null,
     };

@@ -1,7 +1,7 @@
 import { Worker } from "node:worker_threads";
 import type { AuditActor } from "../audit/entry.js";
 import type { NewCase } from "../store/cases.js";
-import { entityKeys } from "../graph/entities.js";
+import { entityKeysByKind } from "../graph/entities.js";
 import type { Logger } from "../log.js";
 import type { Outbox, OutboxEntry } from "../outbox/outbox.js";
 import { decisionRow, type StoredDecision } from "../store/decisions.js";
@@ -50,7 +50,7 @@ export function prepareWrite(write: DecisionWrite, outbox: OutboxEntry[], caseEv
     tenant: write.tenant,
     decision: decisionRow(write.decision, write.evidence),
     history: write.history,
-    graphKeys: entityKeys(write.history),
+    entityKeys: entityKeysByKind(write.history),
     ...(write.idempotency && { idempotency: write.idempotency }),
     outbox,
     followUp,

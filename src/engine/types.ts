@@ -240,7 +240,7 @@ export interface HistorySnapshot {
   distinctUsersPerDevice24h: number;
   distinctUsersPerIp24h: number;
   /** The user's most recent earlier decision; null for a first-seen user. */
-  previousDecision: { atMs: number; country: string; ip: string } | null;
+  previousDecision: { atMs: number; country: string } | null;
   /** Device ids and IP countries seen with this user before. */
   knownDeviceIds: readonly string[];
   knownCountries: readonly string[];

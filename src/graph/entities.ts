@@ -6,6 +6,8 @@ import type { DecisionEntities } from "../store/history.js";
 /** Entity kinds of the fraud graph; each key is `<tag>:<value>`. */
 const ENTITY_TAGS = { user: "u", device: "d", ip: "i", email: "e", card: "c", account: "a" } as const;
 export type EntityKind = keyof typeof ENTITY_TAGS;
+/** A decision's entity keys by kind, "" for an entity it did not carry. */
+export type EntityKeys = Record<EntityKind, string>;
 
 /** An e-mail as entity keys hold it: compared case-insensitively, surrounding spaces ignored. */
 function emailKey(email: string): string {
@@ -60,7 +62,7 @@ export function metadataIdentifiers(metadata: { [key: string]: JsonValue } | und
  * same entity always has the same key. The fraud graph and the history's
  * velocity counters both key entities this way.
  */
-export function entityKeysByKind(entities: DecisionEntities): Record<EntityKind, string> {
+export function entityKeysByKind(entities: DecisionEntities): EntityKeys {
   const key = (kind: EntityKind, value: string | undefined) => (value ? `${ENTITY_TAGS[kind]}:${value}` : "");
   return {
     user: key("user", entities.userId),
@@ -74,7 +76,12 @@ export function entityKeysByKind(entities: DecisionEntities): Record<EntityKind,
 
 /** The graph keys of a decision's entities, deduplicated. */
 export function entityKeys(entities: DecisionEntities): string[] {
-  return [...new Set(Object.values(entityKeysByKind(entities)).filter((key) => key !== ""))];
+  return graphKeysOf(entityKeysByKind(entities));
+}
+
+/** The distinct keys a decision has, for the graph; for a thread that already holds them by kind. */
+export function graphKeysOf(keys: EntityKeys): string[] {
+  return [...new Set(Object.values(keys).filter((key) => key !== ""))];
 }
 
 /** The entities of a stored decision, read back from its request (protobuf JSON, IP as resolved). */

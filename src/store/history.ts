@@ -1,5 +1,5 @@
 import type { AmountStats, HistorySnapshot, WindowCounts } from "../engine/index.js";
-import { entityKeysByKind, ipKey } from "../graph/entities.js";
+import type { EntityKeys } from "../graph/entities.js";
 import type { Db } from "./database.js";
 import type { Tenant } from "./tenant.js";
 
@@ -46,15 +46,6 @@ interface ProfileRow {
   known_devices: string;
   known_countries: string;
   amounts: string;
-}
-
-/**
- * The counted entities' keys, as the graph keys them (canonical e-mail and IP:
- * a notation variant of an address must not start a fresh count).
- */
-function entityKeys(entities: DecisionEntities): Record<"user" | "ip" | "device" | "email", string> {
-  const { user, ip, device, email } = entityKeysByKind(entities);
-  return { user, ip, device, email };
 }
 
 /** Sliding-window estimate from a window's current and previous bucket. */
@@ -116,9 +107,13 @@ export class HistoryRepository {
     );
   }
 
-  /** What the store knows before this request (earlier decisions only). */
-  snapshot(tenant: Tenant, entities: DecisionEntities, now: number): HistorySnapshot {
-    const keys = entityKeys(entities);
+  /**
+   * What the store knows before this request (earlier decisions only). `keys`
+   * are the entities' keys as the graph keys them (graph/entities.ts:
+   * canonical e-mail and IP, so a notation variant of an address does not
+   * start a fresh count); the caller computes them once for both.
+   */
+  snapshot(tenant: Tenant, entities: DecisionEntities, keys: EntityKeys, now: number): HistorySnapshot {
     const counts = (entity: string): WindowCounts => {
       if (!entity) return { lastMinute: 0, lastHour: 0, lastDay: 0 };
       const row = this.velocityStmt.get(tenant.accountId, tenant.environment, entity);
@@ -134,7 +129,7 @@ export class HistoryRepository {
       counts: { user: counts(keys.user), ip: counts(keys.ip), device: counts(keys.device), email: counts(keys.email) },
       distinctUsersPerDevice24h: this.distinctUsers(tenant, keys.device, entities.userId, now),
       distinctUsersPerIp24h: this.distinctUsers(tenant, keys.ip, entities.userId, now),
-      previousDecision: profile ? { atMs: profile.last_decision_at, country: profile.last_country, ip: profile.last_ip } : null,
+      previousDecision: profile ? { atMs: profile.last_decision_at, country: profile.last_country } : null,
       knownDeviceIds: profile ? (JSON.parse(profile.known_devices) as string[]) : [],
       knownCountries: profile ? (JSON.parse(profile.known_countries) as string[]) : [],
       amountHistory: profile ? (JSON.parse(profile.amounts) as Record<string, AmountStats>) : {},
@@ -143,12 +138,11 @@ export class HistoryRepository {
     };
   }
 
-  /** Counts a decision under its entities and updates the user's profile. Call inside a transaction. */
-  record(tenant: Tenant, update: HistoryUpdate, now: number): void {
-    const keys = entityKeys(update);
+  /** Counts a decision under its entities (keyed as for {@link snapshot}) and updates the user's profile. Call inside a transaction. */
+  record(tenant: Tenant, update: HistoryUpdate, keys: EntityKeys, now: number): void {
     const { accountId, environment } = tenant;
     const windows = { minute: now - (now % MINUTE), hour: now - (now % HOUR), day: now - (now % DAY) };
-    for (const entity of Object.values(keys)) {
+    for (const entity of [keys.user, keys.ip, keys.device, keys.email]) {
       if (entity) this.bumpVelocityStmt.run({ accountId, environment, entity, ...windows });
     }
     const day = Math.floor(now / DAY);
@@ -179,7 +173,7 @@ export class HistoryRepository {
       userId: update.userId,
       at: now,
       country: update.country || (profile?.last_country ?? ""),
-      ip: update.ip ? ipKey(update.ip) : (profile?.last_ip ?? ""),
+      ip: update.ip || (profile?.last_ip ?? ""),
       devices: remember(profile?.known_devices, update.deviceId),
       countries: remember(profile?.known_countries, update.country),
       amounts: JSON.stringify(amounts),

@@ -42,7 +42,7 @@ export function knownUserSnapshot(): HistorySnapshot {
     },
     distinctUsersPerDevice24h: 1,
     distinctUsersPerIp24h: 2,
-    previousDecision: { atMs: Date.UTC(2026, 10, 21, 9, 0), country: "GB", ip: "81.2.69.160" },
+    previousDecision: { atMs: Date.UTC(2026, 10, 21, 9, 0), country: "GB" },
     knownDeviceIds: ["vis_7f3a9c"],
     knownCountries: ["GB"],
     amountHistory: { GBP: { count: 12, max: 180, mean: 64 } },
