@@ -197,6 +197,31 @@ describe("policies acting on decisions", () => {
     expect(metrics).toMatch(/fraud_policy_rule_errors_total\{kind="evaluation"\} [1-9]/);
   });
 
+  it("skips a stored policy that no longer compiles, says so once per rebuild, and decides without it", async () => {
+    const legacyKey = server.createAccount("Legacy").keys.live.secret;
+    const legacy = (await call<PolicyJson>("POST", "/api/v1/policies", { name: "Deny Tor", status: "active", priority: 5, rules: [{ condition: "signals.network.tor == true", action: "deny" }] }, legacyKey)).body;
+    // As if saved before nested comprehensions were refused: the row holds a condition today's checker rejects.
+    const row = server.app.db.prepare("SELECT rules FROM policies WHERE id = ?").get(legacy.id) as { rules: string };
+    const rules = JSON.parse(row.rules) as Array<{ condition: string }>;
+    rules[0] = { ...rules[0], condition: "[1, 2].all(a, [3].exists(b, b == a)) || signals.network.tor == true" };
+    server.app.db.prepare("UPDATE policies SET rules = ? WHERE id = ?").run(JSON.stringify(rules), legacy.id);
+
+    const decideAsLegacy = async (userId: string) => {
+      const { status, body } = await call<{ data: { decision: string; evidenceId: string } }>("POST", "/api/v1/decide", { userId, action: "login", ip: TOR_EXIT, ...HUMAN_DESKTOP }, legacyKey);
+      expect(status).toBe(200);
+      const stored = server.app.db.prepare("SELECT record FROM decisions WHERE evidence_id = ?").get(body.data.evidenceId) as { record: string };
+      return (JSON.parse(stored.record) as { policyResults: Array<{ policyId: string }> }).policyResults.map((r) => r.policyId);
+    };
+    expect(await decideAsLegacy("legacy_1")).not.toContain(legacy.id);
+    expect(await decideAsLegacy("legacy_2")).not.toContain(legacy.id);
+
+    const warnings = server.logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.policyId === legacy.id);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatchObject({ level: "warn", version: legacy.version, name: "Deny Tor", errors: expect.stringMatching(/cannot be nested/) });
+    const metrics = await (await fetch(`${server.url}/api/metrics`)).text();
+    expect(metrics).toMatch(/fraud_policies_skipped_total\{kind="compile"\} 1/);
+  });
+
   it("backtests with the live evaluation code, so a replay agrees with what happened live", async () => {
     // The Tor shadow policy matched live on Tor logins; replayed, it matches the same decisions and would change them to allow.
     const replay = await call<{ data: { evaluated: number; changed: number; matched: number; transitions: Array<{ from: string; to: string; count: number }>; examples: Array<{ decisionId: string; to: string }> } }>("POST", `/api/v1/policies/${torPolicy.id}/backtest`, { window: { from: new Date(clock.now() - 3_600_000).toISOString(), to: new Date(clock.now() + 1000).toISOString() } });

@@ -47,6 +47,15 @@ export function definitionOf(policy: Pick<StoredPolicy, "id" | "version" | "stat
 /** What a decision's inputs look like to the policies (the lists come from the tenant's set). */
 export type PolicyInputs = Omit<EvaluationContext, "lists">;
 
+/** A stored policy that no longer compiles, as {@link PolicySets} reports it. */
+export interface SkippedPolicy {
+  tenant: Tenant;
+  policyId: string;
+  version: number;
+  name: string;
+  errors: string;
+}
+
 /** A thousand times what 25 rules take (about 23 µs, docs/benchmarks.md). */
 const POLICY_BUDGET_MS = 25;
 
@@ -60,9 +69,15 @@ const POLICY_BUDGET_MS = 25;
 export class PolicySets {
   private readonly cache = new Map<string, CacheEntry>();
 
+  /**
+   * `onSkipped` hears of each stored policy that no longer compiles (saved
+   * before a limit it breaks existed), once per rebuild of the tenant's set:
+   * decisions go on without it, and somebody should know.
+   */
   constructor(
     private readonly policies: PolicyRepository,
     private readonly lists: ListRepository,
+    private readonly onSkipped: (skipped: SkippedPolicy) => void = () => undefined,
   ) {}
 
   forTenant(tenant: Tenant, now: number, candidate?: PolicyDefinition): TenantPolicies {
@@ -82,6 +97,7 @@ export class PolicySets {
       // Stored policies were checked when saved; one that no longer compiles is skipped, never fatal.
       if (result.ok) byId.set(definition.id, { name, compiled: result.policy });
       else if (definition === candidate) throw new Error(result.errors.map(formatCompileError).join("; "));
+      else this.onSkipped({ tenant, policyId: definition.id, version: definition.version, name, errors: result.errors.map(formatCompileError).join("; ") });
     }
 
     const storedLists = this.lists.list(tenant, now);

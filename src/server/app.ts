@@ -139,7 +139,17 @@ export function buildApp(options: AppOptions): App {
   const checkpointer = new Checkpointer(db, config.dataDir, logger);
   const policyRepository = new PolicyRepository(db);
   const listRepository = new ListRepository(db);
-  const policySets = new PolicySets(policyRepository, listRepository);
+  const policySets = new PolicySets(policyRepository, listRepository, (skipped) => {
+    logger.log("warn", "a stored policy no longer compiles: decisions skip it until it is saved again", {
+      account: skipped.tenant.accountId,
+      environment: skipped.tenant.environment,
+      policyId: skipped.policyId,
+      version: skipped.version,
+      name: skipped.name,
+      errors: skipped.errors,
+    });
+    metrics.increment("fraud_policies_skipped_total", "Stored policies left out of a tenant's set because they no longer compile.", "compile");
+  });
   const outbox = new Outbox(db, clock, logger);
   const writer = new DecisionWriter(config.dataDir, outbox, logger);
   health.addBacklog(() => outbox.pending());
