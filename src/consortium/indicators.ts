@@ -5,7 +5,7 @@
 
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { canonicalJson } from "../canonical-json.js";
-import { parseIp } from "../engine/index.js";
+import { canonicalEmail, parseIp } from "../engine/index.js";
 import type { DecisionEntities } from "../store/history.js";
 
 const INDICATOR_TYPES = ["email", "device", "ip"] as const;
@@ -27,11 +27,12 @@ export const HASH_FORMAT = /^[0-9a-f]{64}$/;
 const DOTLESS_DOMAINS = new Set(["gmail.com", "googlemail.com"]);
 
 /**
- * One spelling per mailbox: lower case, the `+tag` dropped, and for Gmail the
+ * One spelling per mailbox, stricter than {@link canonicalEmail} since the
+ * network matches across accounts: lower case, the `+tag` dropped, and for Gmail the
  * dots dropped and googlemail.com read as gmail.com. "" when not an address.
  */
 export function normalizeEmail(email: string): string {
-  const trimmed = email.trim().toLowerCase();
+  const trimmed = canonicalEmail(email);
   const at = trimmed.lastIndexOf("@");
   if (at <= 0 || at === trimmed.length - 1) return "";
   let local = trimmed.slice(0, at);

@@ -19,5 +19,6 @@ export type { Contribution, Decision, RiskLevel, ScoreResult } from "./score.js"
 export { deviceFingerprint } from "./fingerprint.js";
 export type { DeviceFingerprint } from "./fingerprint.js";
 export { parseIp, classifyIp } from "./ip.js";
+export { canonicalEmail } from "./signals/email.js";
 export type { IpRangeType, ParsedIp } from "./ip.js";
 export type * from "./types.js";

@@ -1,5 +1,5 @@
 import type { JsonValue } from "@bufbuild/protobuf";
-import { parseIp } from "../engine/index.js";
+import { canonicalEmail, parseIp } from "../engine/index.js";
 import type { ListKind } from "../policies/index.js";
 import type { DecisionEntities } from "../store/history.js";
 
@@ -8,11 +8,6 @@ const ENTITY_TAGS = { user: "u", device: "d", ip: "i", email: "e", card: "c", ac
 export type EntityKind = keyof typeof ENTITY_TAGS;
 /** A decision's entity keys by kind, "" for an entity it did not carry. */
 export type EntityKeys = Record<EntityKind, string>;
-
-/** An e-mail as entity keys hold it: compared case-insensitively, surrounding spaces ignored. */
-function emailKey(email: string): string {
-  return email.trim().toLowerCase();
-}
 
 /**
  * An IP as entity keys hold it: canonical text (RFC 5952 lowercase and
@@ -68,7 +63,7 @@ export function entityKeysByKind(entities: DecisionEntities): EntityKeys {
     user: key("user", entities.userId),
     device: key("device", entities.deviceId),
     ip: key("ip", entities.ip && ipKey(entities.ip)),
-    email: key("email", emailKey(entities.email)),
+    email: key("email", canonicalEmail(entities.email)),
     card: key("card", entities.cardFingerprint),
     account: key("account", entities.accountNumber),
   };

@@ -12,6 +12,7 @@ import { celMap } from "@bufbuild/cel";
 import type { CelMap } from "@bufbuild/cel";
 import { IpRangeSet } from "../engine/ip-lists.js";
 import { parseCidr, parseIp } from "../engine/ip.js";
+import { canonicalEmail } from "../engine/signals/email.js";
 
 export type ListKind = "user" | "email" | "ip" | "device";
 
@@ -46,7 +47,7 @@ export function normalizeListEntry(kind: ListKind, entry: string): string | null
   if (trimmed === "") return null;
   switch (kind) {
     case "email":
-      return trimmed.toLowerCase();
+      return canonicalEmail(trimmed);
     case "ip": {
       if (trimmed.includes("/")) return parseCidr(trimmed) === null ? null : trimmed;
       return parseIp(trimmed)?.text ?? null;
@@ -63,7 +64,7 @@ class ExactMatcher implements ListMatcher {
   ) {}
 
   has(value: string): boolean {
-    return this.values.has(this.kind === "email" ? value.trim().toLowerCase() : value);
+    return this.values.has(this.kind === "email" ? canonicalEmail(value) : value);
   }
 }
 

@@ -23,6 +23,15 @@ const EMPTY_EMAIL: EmailSignals = Object.freeze({
   localPartEntropy: 0,
 });
 
+/**
+ * An e-mail address as the service compares it wherever it is an identity
+ * (list entries, velocity counters, the fraud graph): case-insensitively,
+ * surrounding spaces ignored.
+ */
+export function canonicalEmail(email: string): string {
+  return email.trim().toLowerCase();
+}
+
 export function computeEmailSignals(email: string, referenceData: ReferenceData): EmailSignals {
   const address = email.trim();
   if (address === "") return EMPTY_EMAIL;
