@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import os from "node:os";
 import path from "node:path";
 
@@ -47,6 +48,29 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0
   return value;
 }
 
+/** "true" or "false"; anything else is a mistake worth stopping for, not a silent default. */
+function flag(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (raw === "true" || raw === "false") return raw === "true";
+  throw new Error(`${name} must be true or false, got "${raw}"`);
+}
+
+/** Comma-separated addresses and CIDR ranges, each checked (address family and prefix length). */
+function addressRanges(env: NodeJS.ProcessEnv, name: string): string[] {
+  const entries = (env[name] ?? "").split(",").map((entry) => entry.trim()).filter(Boolean);
+  for (const entry of entries) {
+    const [address = "", bits, extra] = entry.split("/");
+    const family = isIP(address);
+    const maxBits = family === 6 ? 128 : 32;
+    const validBits = bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= maxBits);
+    if (family === 0 || !validBits || extra !== undefined) {
+      throw new Error(`${name}: "${entry}" is not an address or CIDR range (for example 10.0.0.0/8 or 2001:db8::/32)`);
+    }
+  }
+  return entries;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const rateLimitOverrides: Record<string, number> = {};
   if (env.FRAUD_ANALYZE_RATE_LIMIT) {
@@ -58,18 +82,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: path.resolve(env.FRAUD_DATA_DIR || "./data"),
     maxBodyBytes: integer(env, "FRAUD_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, 1024),
     rateLimitOverrides,
-    trustedProxies: (env.FRAUD_TRUSTED_PROXIES ?? "")
-      .split(",")
-      .map((entry) => entry.trim())
-      .filter(Boolean),
+    trustedProxies: addressRanges(env, "FRAUD_TRUSTED_PROXIES"),
     shutdownGraceMs: integer(env, "FRAUD_SHUTDOWN_GRACE_MS", 10_000),
-    seedDemoAccount: env.FRAUD_SEED_DEMO !== "false",
+    seedDemoAccount: flag(env, "FRAUD_SEED_DEMO", true),
     // The request thread keeps a core of its own; the engine gets the rest (at least one, at most four).
     engineThreads: integer(env, "FRAUD_ENGINE_THREADS", Math.min(4, Math.max(1, os.availableParallelism() - 1)), 1),
     comprehensiveBudgetMs: integer(env, "FRAUD_COMPREHENSIVE_BUDGET_MS", 50),
     torExitListPath: env.FRAUD_TOR_EXIT_LIST || undefined,
     datacenterRangesPath: env.FRAUD_DATACENTER_RANGES || undefined,
     referenceSnapshotDir: env.FRAUD_REFERENCE_SNAPSHOT_DIR || undefined,
-    webhookAllowPrivate: env.FRAUD_WEBHOOK_ALLOW_PRIVATE === "true",
+    webhookAllowPrivate: flag(env, "FRAUD_WEBHOOK_ALLOW_PRIVATE", false),
   };
 }

@@ -1,5 +1,6 @@
 import http from "node:http";
 import fs from "node:fs";
+import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runFraudctl, startServerProcess, type ServerProcess } from "./helpers/process.js";
 import { tempDir } from "./helpers/server.js";
@@ -121,6 +122,41 @@ describe("SIGTERM", () => {
     expect(status).toBe(200); // answered by the verify operation, not dropped
     expect(await server.exited).toBe(0);
     expect(server.output()).toMatch(/"msg":"stopped"/);
+  });
+});
+
+describe("fraudctl serve that cannot start", () => {
+  it("exits with 1 and the reason when its port is taken, instead of staying up with its threads", async () => {
+    const otherDir = tempDir();
+    const occupant = net.createServer();
+    const port = await new Promise<number>((resolve) => occupant.listen(0, "127.0.0.1", () => resolve((occupant.address() as net.AddressInfo).port)));
+    try {
+      const result = await runFraudctl(["serve"], { FRAUD_DATA_DIR: otherDir, PORT: String(port), HOST: "127.0.0.1" });
+      expect(result.code).toBe(1);
+      expect(result.stderr).toMatch(/EADDRINUSE/);
+    } finally {
+      occupant.close();
+      fs.rmSync(otherDir, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses a malformed setting before touching the data directory", async () => {
+    const otherDir = tempDir();
+    try {
+      for (const [name, value, message] of [
+        ["FRAUD_TRUSTED_PROXIES", "10.0.0.1,bogus", /FRAUD_TRUSTED_PROXIES: "bogus" is not an address or CIDR range/],
+        ["FRAUD_TRUSTED_PROXIES", "10.0.0.0/33", /"10.0.0.0\/33" is not an address or CIDR range/],
+        ["FRAUD_SEED_DEMO", "yes", /FRAUD_SEED_DEMO must be true or false, got "yes"/],
+        ["FRAUD_WEBHOOK_ALLOW_PRIVATE", "1", /FRAUD_WEBHOOK_ALLOW_PRIVATE must be true or false/],
+      ] as const) {
+        const result = await runFraudctl(["serve"], { FRAUD_DATA_DIR: otherDir, PORT: "0", HOST: "127.0.0.1", [name]: value });
+        expect(result.code, `${name}=${value}`).toBe(1);
+        expect(result.stderr).toMatch(message);
+      }
+      expect(fs.readdirSync(otherDir)).toEqual([]);
+    } finally {
+      fs.rmSync(otherDir, { recursive: true, force: true });
+    }
   });
 });
 

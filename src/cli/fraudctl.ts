@@ -392,7 +392,14 @@ async function serve(io: CliIo, env: NodeJS.ProcessEnv): Promise<number> {
   v8.setFlagsFromString(HEAP_GROWING_FLAG);
   const config = loadConfig(env);
   const app = buildApp({ config });
-  const address = await app.listen();
+  let address;
+  try {
+    address = await app.listen();
+  } catch (error) {
+    // The engine and writer threads are already running: without this the process would report the error and stay up.
+    await app.close();
+    throw error;
+  }
   if (config.seedDemoAccount && app.accounts.count() === 0) {
     const demo = app.keys.createAccount("Demo");
     io.out(
