@@ -19,10 +19,10 @@ beforeAll(async () => {
 });
 afterAll(() => server.close());
 
-/** The prefix the contract requires of a request's `id` field (dec_, case_, ...). */
+/** A prefix the contract accepts for a request's `id` field (dec_, case_, ...). */
 function idPrefix(input: DescMessage): string {
   const field = input.fields.find((f) => f.name === "id");
-  return field ? getOption(field, validate).prefix : "";
+  return (field && getOption(field, validate).prefix[0]) ?? "";
 }
 
 /** Every REST endpoint of the contract, with a syntactically valid path. */

@@ -155,13 +155,27 @@ describe("GET /api/v1/decisions/{id}", () => {
     expect(Object.keys(record.categoryScores as object)).toEqual(expect.arrayContaining(["network", "device", "velocity"]));
   });
 
+  it("finds the record by the evidence id the decide answer carries, and names both prefixes when given neither", async () => {
+    const { body } = await decide(acme.keys.live.secret, { userId: "by_evidence", action: "login", ip: UK_IP });
+    const res = await fetch(`${server.url}/api/v1/decisions/${body.data.evidenceId}`, { headers: { "x-api-key": acme.keys.live.secret } });
+    expect(res.status).toBe(200);
+    const record = ((await res.json()) as { data: { id: string; evidenceId: string } }).data;
+    expect(record.evidenceId).toBe(body.data.evidenceId);
+    expect(record).toEqual(await getDecisionOf(acme.keys.live.secret, body.data.evidenceId));
+    const wrong = await fetch(`${server.url}/api/v1/decisions/${body.data.requestId}`, { headers: { "x-api-key": acme.keys.live.secret } });
+    expect(wrong.status).toBe(400);
+    expect(((await wrong.json()) as { error: { message: string } }).error.message).toMatch(/id must start with dec_ or evi_/);
+  });
+
   it("never shows a decision to another account or environment", async () => {
     const { body } = await decide(acme.keys.live.secret, { userId: "private_user", action: "login", ip: UK_IP });
     const row = server.app.db.prepare("SELECT id FROM decisions WHERE evidence_id = ?").get(body.data.evidenceId) as { id: string };
     for (const key of [acme.keys.test.secret, globex.keys.live.secret, globex.keys.test.secret]) {
-      const res = await fetch(`${server.url}/api/v1/decisions/${row.id}`, { headers: { "x-api-key": key } });
-      expect(res.status).toBe(404);
-      expect(((await res.json()) as { error: { code: string } }).error.code).toBe("NOT_FOUND");
+      for (const id of [row.id, body.data.evidenceId]) {
+        const res = await fetch(`${server.url}/api/v1/decisions/${id}`, { headers: { "x-api-key": key } });
+        expect(res.status).toBe(404);
+        expect(((await res.json()) as { error: { code: string } }).error.code).toBe("NOT_FOUND");
+      }
     }
     expect((await fetch(`${server.url}/api/v1/decisions/${row.id}`, { headers: { "x-api-key": acme.keys.live.publishable } })).status).toBe(403);
   });

@@ -182,9 +182,12 @@ describe("bad input gets a precise 4xx, never a 500", () => {
   });
 
   it("validates id prefixes in paths", async () => {
-    const res = await fetch(`${server.url}/api/v1/decisions/evi_123`, { headers: { "x-api-key": secret } });
+    const res = await fetch(`${server.url}/api/v1/decisions/req_123`, { headers: { "x-api-key": secret } });
     expect(res.status).toBe(400);
-    expect(((await res.json()) as ErrorBody).error.details.fieldViolations).toEqual([{ field: "id", description: "must start with dec_" }]);
+    expect(((await res.json()) as ErrorBody).error.details.fieldViolations).toEqual([{ field: "id", description: "must start with dec_ or evi_" }]);
+    const cases = await fetch(`${server.url}/api/v1/cases/dec_123`, { headers: { "x-api-key": secret } });
+    expect(cases.status).toBe(400);
+    expect(((await cases.json()) as ErrorBody).error.details.fieldViolations).toEqual([{ field: "id", description: "must start with case_" }]);
   });
 
   it("carries the same failure over Connect with the code string", async () => {

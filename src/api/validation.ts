@@ -191,8 +191,8 @@ function compileFieldRules(field: DescField, rules: FieldRules): Check {
       if (allowed && !allowed.has(value)) {
         out.push({ field: path, description: `must be one of ${allowedText}` });
       }
-      if (rules.prefix && !value.startsWith(rules.prefix)) {
-        out.push({ field: path, description: `must start with ${rules.prefix}` });
+      if (rules.prefix.length > 0 && !rules.prefix.some((prefix) => value.startsWith(prefix))) {
+        out.push({ field: path, description: `must start with ${rules.prefix.join(" or ")}` });
       }
       if (format !== StringFormat.UNSPECIFIED) {
         const problem = formatProblem(format, value);

@@ -319,7 +319,8 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
 
     getDecision(request, ctx) {
       const { tenant } = callerScope(ctx.values);
-      const stored = deps.decisions.get(tenant, request.id);
+      // The decide answer carries the evidence id, not the decision's: either finds the record.
+      const stored = request.id.startsWith("evi_") ? deps.decisions.getByEvidence(tenant, request.id) : deps.decisions.get(tenant, request.id);
       const evidence = stored && deps.decisions.evidence(tenant, stored.evidenceId);
       if (!stored || !evidence) throw apiError("NOT_FOUND", `no decision ${request.id}`);
       const { signals } = JSON.parse(evidence.content) as { signals: JsonObject };
