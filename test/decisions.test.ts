@@ -298,3 +298,31 @@ describe("dual path", () => {
 function decideConfidenceBaseline() {
   return decide(acme.keys.test.secret, { userId: "slow_user", action: "login", ip: UK_IP, ...HUMAN_DESKTOP }).then((r) => r.body);
 }
+
+describe("list files", () => {
+  it("warns at start about a configured list it cannot read, and picks the file up once it appears", async () => {
+    const dir = tempDir("tor-later-");
+    const torPath = path.join(dir, "exits.txt");
+    const later = await startTestServer({ config: { torExitListPath: torPath, engineThreads: 1 } });
+    try {
+      const warning = later.logs.map((line) => JSON.parse(line) as Record<string, unknown>).find((line) => line.variable === "FRAUD_TOR_EXIT_LIST");
+      expect(warning).toMatchObject({ level: "warn", path: torPath, error: expect.stringMatching(/ENOENT/) });
+      const { keys } = later.createAccount();
+      const reasons = async () => {
+        const res = await fetch(`${later.url}/api/v1/decide`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-api-key": keys.test.secret },
+          body: JSON.stringify({ userId: "tor_later", action: "login", ip: TOR_EXIT, ...HUMAN_DESKTOP }),
+        });
+        return ((await res.json()) as DecideBody).data.reasons;
+      };
+      expect(await reasons()).not.toContain("TOR_EXIT");
+      fs.writeFileSync(torPath, `${TOR_EXIT}\n`);
+      // The engine threads look at the file at most once a second.
+      await expect.poll(reasons, { timeout: 5000, interval: 250 }).toContain("TOR_EXIT");
+    } finally {
+      await later.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -4,7 +4,7 @@ import type { BacktestOutcome, BacktestTask } from "./backtest.js";
 import type { EngineOutcome, EngineTask } from "./engine-types.js";
 import type { EngineWorkerData } from "./engine-worker.js";
 import type { Logger } from "../log.js";
-import { loadSharedReference } from "./reference-loader.js";
+import { loadSharedReference, unreadableLists } from "./reference-loader.js";
 
 export interface DecisionEngineOptions {
   dataDir: string;
@@ -49,6 +49,9 @@ export class DecisionEngine {
       options.logger.log("info", "reference tables loaded", { source, ms });
       if (snapshotError !== undefined) {
         options.logger.log("warn", "could not write the reference snapshot; the next start builds the tables again", { error: snapshotError });
+      }
+      for (const list of unreadableLists(options.reference)) {
+        options.logger.log("warn", "cannot read a list file: its signal stays off until the file can be read (checked every second)", { ...list });
       }
       const workerData: EngineWorkerData = { reference, dataDir: options.dataDir, storeLatencyMs: options.storeLatencyMs ?? 0 };
       const filename = new URL("./engine-worker-entry.mjs", import.meta.url).href;

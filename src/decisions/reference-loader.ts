@@ -1,3 +1,4 @@
+import { accessSync, constants, statSync } from "node:fs";
 import { Worker } from "node:worker_threads";
 import { ReferenceData, type ReferenceDataOptions, type SharedReferenceData } from "../engine/index.js";
 
@@ -32,4 +33,34 @@ export async function loadSharedReference(options: ReferenceDataOptions): Promis
       if (code !== 0) reject(new Error(`reference data loader exited with code ${code}`));
     });
   });
+}
+
+/** A configured list file that cannot be read. */
+export interface UnreadableList {
+  variable: "FRAUD_TOR_EXIT_LIST" | "FRAUD_DATACENTER_RANGES";
+  path: string;
+  error: string;
+}
+
+/**
+ * The configured list files that cannot be read now. The engine starts
+ * without them (each list stays empty, its signal off, until the file can be
+ * read: the workers look again every second), so the operator needs telling.
+ */
+export function unreadableLists(options: ReferenceDataOptions): UnreadableList[] {
+  const lists = [
+    { variable: "FRAUD_TOR_EXIT_LIST", path: options.torExitListPath },
+    { variable: "FRAUD_DATACENTER_RANGES", path: options.datacenterRangesPath },
+  ] as const;
+  const problems: UnreadableList[] = [];
+  for (const { variable, path } of lists) {
+    if (path === undefined) continue;
+    try {
+      if (!statSync(path).isFile()) throw new Error(`${path} is not a file`);
+      accessSync(path, constants.R_OK);
+    } catch (error) {
+      problems.push({ variable, path, error: error instanceof Error ? error.message : String(error) });
+    }
+  }
+  return problems;
 }
