@@ -125,6 +125,26 @@ describe("SIGTERM", () => {
   });
 });
 
+describe("fraudctl pointed at a data directory that does not exist", () => {
+  it("says so instead of creating an empty database and key there, except to create an account", async () => {
+    const parent = tempDir();
+    const missing = `${parent}/not-here`;
+    try {
+      for (const args of [["audit", "verify"], ["keys", "list"], ["dlq", "list"], ["audit", "export-key"]]) {
+        const result = await runFraudctl(args, { FRAUD_DATA_DIR: missing });
+        expect(result.code, args.join(" ")).toBe(1);
+        expect(result.stderr).toContain(`no database at ${missing}/fraud.db: set FRAUD_DATA_DIR`);
+      }
+      expect(fs.existsSync(missing)).toBe(false);
+      const created = await runFraudctl(["accounts", "create", "--name", "First", "--json"], { FRAUD_DATA_DIR: missing });
+      expect(created.code).toBe(0);
+      expect(fs.existsSync(`${missing}/fraud.db`)).toBe(true);
+    } finally {
+      fs.rmSync(parent, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("fraudctl serve that cannot start", () => {
   it("exits with 1 and the reason when its port is taken, instead of staying up with its threads", async () => {
     const otherDir = tempDir();

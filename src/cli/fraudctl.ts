@@ -1,4 +1,5 @@
 import fs from "node:fs";
+import path from "node:path";
 import { parseArgs } from "node:util";
 import v8 from "node:v8";
 import { create, toJson } from "@bufbuild/protobuf";
@@ -17,7 +18,7 @@ import { AccountRepository } from "../store/accounts.js";
 import type { ApiKeyRecord } from "../store/api-keys.js";
 import { ApiKeyRepository } from "../store/api-keys.js";
 import { SqliteAuditStore } from "../store/audit.js";
-import { openDatabase, type Db } from "../store/database.js";
+import { DATABASE_FILE, openDatabase, type Db } from "../store/database.js";
 import type { Tenant } from "../store/tenant.js";
 import { Outbox } from "../outbox/outbox.js";
 import { ConsortiumMembership, membershipProblems } from "../consortium/membership.js";
@@ -78,6 +79,13 @@ export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv =
       return group === undefined ? 2 : 0;
     }
     const config = loadConfig(env);
+    // Only a new account may start a data directory: anything else run against a missing one is a wrong
+    // FRAUD_DATA_DIR, and creating an empty database and signing key there would answer it misleadingly
+    // (`audit verify` reporting an intact log of 0 entries).
+    const databasePath = path.join(config.dataDir, DATABASE_FILE);
+    if (!(group === "accounts" && action === "create") && !fs.existsSync(databasePath)) {
+      throw new Error(`no database at ${databasePath}: set FRAUD_DATA_DIR to the service's data directory`);
+    }
     const db = openDatabase(config.dataDir);
     try {
       const accounts = new AccountRepository(db);
