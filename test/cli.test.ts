@@ -79,13 +79,19 @@ describe("fraudctl against a running server", () => {
   it("creates restricted keys and rejects unknown permissions", async () => {
     const bad = await runFraudctl(["keys", "create", "--account", account.account.id, "--env", "live", "--type", "secret", "--permissions", "cases:read,launch:missiles"], env);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toMatch(/unknown permissions: launch:missiles/);
+    expect(bad.stderr).toMatch(/unknown permissions: launch:missiles \(known: decisions:write, decisions:read, /);
     const good = await runFraudctl(["keys", "create", "--account", account.account.id, "--env", "live", "--type", "secret", "--permissions", "cases:read", "--json"], env);
     expect(good.code).toBe(0);
     const key = (JSON.parse(good.stdout) as { key: string }).key;
     expect(await listCases(key)).not.toBe(403);
     const policies = await fetch(`${server.url}/api/v1/policies`, { headers: { "x-api-key": key } });
     expect(policies.status).toBe(403);
+  });
+
+  it("names an unknown account instead of listing no keys for it", async () => {
+    const result = await runFraudctl(["keys", "list", "--account", "acct_nope"], env);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/no account acct_nope/);
   });
 
   it("explains its usage on a wrong command", async () => {

@@ -137,7 +137,9 @@ export class KeyService {
     });
   }
 
+  /** Every key, or one account's (which must exist: an empty list would hide a mistyped id). */
   list(accountId?: string): ApiKeyRecord[] {
+    if (accountId !== undefined && !this.accounts.get(accountId)) throw new KeyError(`no account ${accountId}`);
     return this.keys.list(accountId);
   }
 

@@ -8,7 +8,7 @@ import { AuditLog } from "../audit/log.js";
 import { AuditSigner, importPublicKeyPem, publicKeyFingerprint } from "../audit/signer.js";
 import { verifyChain } from "../audit/verify.js";
 import { KeyError, KeyService } from "../auth/key-service.js";
-import { isPermission, type KeyKind, type Permission } from "../auth/keys.js";
+import { ALL_PERMISSIONS, isPermission, type KeyKind, type Permission } from "../auth/keys.js";
 import { systemClock, type Clock } from "../clock.js";
 import { loadConfig } from "../config.js";
 import { keyHint, silentLogger } from "../log.js";
@@ -52,8 +52,10 @@ Usage:
   fraudctl dlq list --account ID --env test|live [--limit N] [--offset N] [--json]
   fraudctl dlq replay ID --account ID --env test|live    ID is dlq_...
   fraudctl consortium set --account ID --env test|live --key KEY [--url URL --token TOKEN]
-                        join a consortium: KEY is the consortium-wide secret; URL
-                        (its ingest endpoint) and TOKEN (this member's key there) share
+                        join a consortium: KEY is the consortium-wide secret (32+
+                        characters); with URL (the hub's ingest endpoint) and TOKEN
+                        (this member's credential there) the account also shares
+                        its fraud labels
   fraudctl consortium show --account ID --env test|live [--json]
   fraudctl consortium disable --account ID --env test|live
 
@@ -187,7 +189,7 @@ function keysCommand(action: string | undefined, args: string[], keys: KeyServic
     if (values.permissions !== undefined) {
       const requested = values.permissions.split(",").map((p) => p.trim()).filter(Boolean);
       const unknown = requested.filter((p) => !isPermission(p));
-      if (unknown.length > 0) throw new UsageError(`unknown permissions: ${unknown.join(", ")}`);
+      if (unknown.length > 0) throw new UsageError(`unknown permissions: ${unknown.join(", ")} (known: ${ALL_PERMISSIONS.join(", ")})`);
       permissions = requested as Permission[];
     }
     const issued = keys.issue({
@@ -285,6 +287,7 @@ function dlqCommand(action: string | undefined, args: string[], db: Db, clock: C
       .deadLetters(tenant, count("limit", values.limit, 50, 1), count("offset", values.offset, 0, 0))
       .map((letter) => toJson(DeadLetterSchema, create(DeadLetterSchema, toDeadLetter(letter)), JSON_WRITE_OPTIONS) as { id: string; kind: string; attempts: number; failedAt: string; lastError: string });
     if (values.json) io.out(JSON.stringify({ deadLetters: letters }) + "\n");
+    else if (letters.length === 0) io.out(`no dead letters in ${tenant.accountId} (${tenant.environment})\n`);
     else for (const letter of letters) io.out(`${letter.id}  ${letter.kind}  ${letter.attempts} attempts  ${letter.failedAt}  ${letter.lastError}\n`);
     return 0;
   }
@@ -417,7 +420,8 @@ async function serve(io: CliIo, env: NodeJS.ProcessEnv): Promise<number> {
         `  account:              ${demo.account.id}`,
         `  test publishable key: ${demo.keys.test.publishable}`,
         `  test secret key:      ${demo.keys.test.secret}`,
-        "  (live keys: fraudctl keys create --account ... --env live --type secret)",
+        "  Its live keys are not printed here (this output often ends up in logs); to get one:",
+        `  fraudctl keys create --account ${demo.account.id} --env live --type secret`,
         "",
         "  Try it:",
         `  curl -s http://localhost:${address.port}/api/v1/decide -H 'X-API-Key: ${demo.keys.test.secret}' \\`,

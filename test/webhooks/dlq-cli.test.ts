@@ -37,7 +37,7 @@ describe("fraudctl dlq", () => {
     expect(replayed.code).toBe(0);
     expect(replayed.stdout).toMatch(/queued again/);
     const after = await runFraudctl(["dlq", "list", "--account", accountId, "--env", "test"], env);
-    expect(after.stdout).toBe("");
+    expect(after.stdout).toBe(`no dead letters in ${accountId} (test)\n`);
     const again = await runFraudctl(["dlq", "replay", letter?.id ?? "", "--account", accountId, "--env", "test"], env);
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/no dead letter/);
