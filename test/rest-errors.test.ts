@@ -171,6 +171,21 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     expect(answer).toContain("no endpoint GET //evil/api/v1/cases");
   });
 
+  it("checks the key before the request's rules, but reads the message before the key", async () => {
+    const post = (body: string, headers: Record<string, string> = {}) =>
+      fetch(`${server.url}/api/v1/decide`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
+    // Rules (allowed values, required fields): the caller learns nothing before it is authenticated.
+    for (const headers of [{}, { "x-api-key": "sk_test_nope" }]) {
+      for (const body of ['{"userId":"u","action":"bogus"}', "{}"]) {
+        expect((await post(body, headers)).status, `${body} ${JSON.stringify(headers)}`).toBe(401);
+      }
+    }
+    // A body that is not the request message at all is refused first, as on every protocol.
+    const wrongType = await post('{"userId":1}');
+    expect(wrongType.status).toBe(400);
+    expect(((await wrongType.json()) as ErrorBody).error.details.fieldViolations).toEqual([{ field: "userId", description: "must be a string" }]);
+  });
+
   it("tells a malformed Authorization header from a missing key", async () => {
     for (const authorization of [`Bearer ${secret} extra`, "Bearer ", `Basic ${secret}`]) {
       const res = await fetch(`${server.url}/api/v1/cases`, { headers: { authorization } });
