@@ -19,7 +19,8 @@ const SECRET_RANDOM_LENGTH = 32;
  * inside the verify operation's 256-character limit.
  */
 const SECRET_FORMAT = /^whsec_[\x21-\x7e]{1,250}$/;
-const SIGNATURE_FORMAT = /^(?:sha256=)?([0-9a-fA-F]{64})$/;
+// The prefix is a label, matched in any case, like the hex digits after it.
+const SIGNATURE_FORMAT = /^(?:sha256=)?([0-9a-f]{64})$/i;
 /**
  * Unix seconds as plain digits. 11 digits reach past the year 5000; a
  * millisecond value (13 digits) is refused rather than misread.

@@ -46,12 +46,14 @@ describe("signPayload", () => {
 });
 
 describe("verifyWebhookSignature", () => {
-  it("accepts what signPayload produced, with or without the sha256= prefix, in either hex case", () => {
+  it("accepts what signPayload produced, with or without the sha256= prefix (in any case), in either hex case", () => {
     const signature = signPayload(PAYLOAD, SECRET);
     const hex = signature.slice("sha256=".length);
     expect(verify()).toEqual({ valid: true, reason: "valid" });
     expect(verify({ signature: hex })).toEqual({ valid: true, reason: "valid" });
     expect(verify({ signature: `sha256=${hex.toUpperCase()}` })).toEqual({ valid: true, reason: "valid" });
+    expect(verify({ signature: `SHA256=${hex.toUpperCase()}` })).toEqual({ valid: true, reason: "valid" });
+    expect(verify({ signature: `Sha256=${hex}` })).toEqual({ valid: true, reason: "valid" });
     expect(verify({ signature: ` ${signature} ` })).toEqual({ valid: true, reason: "valid" });
     expect(verify({ payload: Buffer.from(PAYLOAD, "utf8") })).toEqual({ valid: true, reason: "valid" });
   });
