@@ -1,11 +1,15 @@
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Checkpointer, type CheckpointerOptions } from "../src/store/checkpointer.js";
 import { DATABASE_FILE, openDatabase, type Db } from "../src/store/database.js";
 import { createLogger } from "../src/log.js";
+
+/** The service's better-sqlite3 (src/store/sqlite-driver.cjs), for the writer thread's plain script. */
+const SQLITE_DRIVER = fileURLToPath(new URL("../src/store/sqlite-driver.cjs", import.meta.url));
 
 /**
  * A writer thread that commits one transaction after another for `ms`, each
@@ -16,7 +20,7 @@ import { createLogger } from "../src/log.js";
 function writeConstantly(file: string, ms: number): Promise<number> {
   const source = `
     const { workerData, parentPort } = require("node:worker_threads");
-    const Database = require("better-sqlite3");
+    const Database = require(workerData.driver);
     const db = new Database(workerData.file);
     db.pragma("busy_timeout = 5000");
     db.pragma("wal_autocheckpoint = 0");
@@ -37,7 +41,7 @@ function writeConstantly(file: string, ms: number): Promise<number> {
     parentPort.postMessage(commits);
   `;
   return new Promise((resolve, reject) => {
-    const worker = new Worker(source, { eval: true, workerData: { file, ms, gapMs: 0.1 } });
+    const worker = new Worker(source, { eval: true, workerData: { file, ms, gapMs: 0.1, driver: SQLITE_DRIVER } });
     worker.once("message", resolve);
     worker.once("error", reject);
   });

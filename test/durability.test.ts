@@ -1,6 +1,6 @@
 import fs from "node:fs";
 import path from "node:path";
-import Database from "better-sqlite3";
+import Database from "../src/store/sqlite-driver.cjs";
 import { afterAll, describe, expect, it } from "vitest";
 import { runFraudctl, startServerProcess } from "./helpers/process.js";
 import { HUMAN_DESKTOP, UK_IP, botAttack } from "./helpers/inputs.js";

@@ -1,7 +1,7 @@
 import fs from "node:fs";
 import http2 from "node:http2";
 import path from "node:path";
-import Database from "better-sqlite3";
+import Database from "../src/store/sqlite-driver.cjs";
 import { gzipSync } from "node:zlib";
 import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";

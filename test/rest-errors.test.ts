@@ -175,7 +175,7 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     const post = (body: string, headers: Record<string, string> = {}) =>
       fetch(`${server.url}/api/v1/decide`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
     // Rules (allowed values, required fields): the caller learns nothing before it is authenticated.
-    for (const headers of [{}, { "x-api-key": "sk_test_nope" }]) {
+    for (const headers of [{}, { "x-api-key": "sk_test_nope" }] as Array<Record<string, string>>) {
       for (const body of ['{"userId":"u","action":"bogus"}', "{}"]) {
         expect((await post(body, headers)).status, `${body} ${JSON.stringify(headers)}`).toBe(401);
       }

@@ -3,7 +3,7 @@
 // timer through a connection of its own. Plain JavaScript, as it needs no types
 // and runs in a worker thread without a TypeScript loader.
 import { parentPort, workerData } from "node:worker_threads";
-import Database from "better-sqlite3";
+import Database from "./sqlite-driver.cjs";
 
 const { file, intervalMs, restartAboveFrames } = workerData;
 /** A pass that finds fewer new frames than this leaves little for the write lock to wait on. */

@@ -1,6 +1,6 @@
 import fs from "node:fs";
 import path from "node:path";
-import Database from "better-sqlite3";
+import Database from "./sqlite-driver.cjs";
 import { migrations } from "./migrations.js";
 
 export type Db = Database.Database;

@@ -3,7 +3,7 @@
 // `fraudctl audit verify` after tampering with the real SQLite file.
 import fs from "node:fs";
 import path from "node:path";
-import Database from "better-sqlite3";
+import Database from "../../src/store/sqlite-driver.cjs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { entryHash } from "../../src/audit/entry.js";
 import { AuditSigner, importPublicKeyPem, verifyHashSignature } from "../../src/audit/signer.js";

@@ -3,7 +3,7 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import Database from "better-sqlite3";
+import Database from "../../src/store/sqlite-driver.cjs";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { appendEntry, fromAuditRow } from "../../src/audit/entry.js";
 import type { AuditRow } from "../../src/audit/entry.js";

@@ -1,7 +1,7 @@
 // `fraudctl dlq list|replay` as a real process on a real data directory.
 import fs from "node:fs";
 import path from "node:path";
-import Database from "better-sqlite3";
+import Database from "../../src/store/sqlite-driver.cjs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runFraudctl } from "../helpers/process.js";
 import { tempDir } from "../helpers/server.js";
