@@ -88,6 +88,15 @@ describe("fraudctl against a running server", () => {
     expect(policies.status).toBe(403);
   });
 
+  it("lists accounts with their times in ISO 8601, as keys list does", async () => {
+    const listed = await runFraudctl(["accounts", "list", "--json"], env);
+    expect(listed.code).toBe(0);
+    const { accounts } = JSON.parse(listed.stdout) as { accounts: Array<{ id: string; name: string; createdAt: string }> };
+    expect(accounts.find((a) => a.id === account.account.id)).toMatchObject({ createdAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/) });
+    const text = await runFraudctl(["accounts", "list"], env);
+    expect(text.stdout).toContain(`${account.account.id}  `);
+  });
+
   it("names an unknown account instead of listing no keys for it", async () => {
     const result = await runFraudctl(["keys", "list", "--account", "acct_nope"], env);
     expect(result.code).toBe(2);

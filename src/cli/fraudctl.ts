@@ -154,7 +154,8 @@ function accountsCommand(action: string | undefined, args: string[], accounts: A
   }
   if (action === "list") {
     const { values } = parseArgs({ args, options: { json: { type: "boolean" } }, strict: true });
-    const list = accounts.list();
+    // Times as ISO 8601, like keys list and the API.
+    const list = accounts.list().map((account) => ({ ...account, createdAt: new Date(account.createdAt).toISOString() }));
     if (values.json) io.out(JSON.stringify({ accounts: list }) + "\n");
     else for (const account of list) io.out(`${account.id}  ${account.name}\n`);
     return 0;
