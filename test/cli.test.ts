@@ -150,6 +150,12 @@ describe("fraudctl pointed at a data directory that does not exist", () => {
         expect(result.code, args.join(" ")).toBe(1);
         expect(result.stderr).toContain(`no database at ${missing}/fraud.db: set FRAUD_DATA_DIR`);
       }
+      // Wrong commands and arguments are usage errors first, and leave nothing behind either.
+      for (const [args, message] of [[["keys", "explode"], /unknown keys command explode/], [["bogus"], /unknown command bogus/], [["accounts", "create"], /accounts create needs --name/]] as const) {
+        const result = await runFraudctl([...args], { FRAUD_DATA_DIR: missing });
+        expect(result.code, args.join(" ")).toBe(2);
+        expect(result.stderr).toMatch(message);
+      }
       expect(fs.existsSync(missing)).toBe(false);
       const created = await runFraudctl(["accounts", "create", "--name", "First", "--json"], { FRAUD_DATA_DIR: missing });
       expect(created.code).toBe(0);

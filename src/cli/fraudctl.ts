@@ -80,12 +80,17 @@ export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv =
       io.out(USAGE);
       return group === undefined ? 2 : 0;
     }
+    const actions = COMMANDS[group];
+    if (actions === undefined) throw new UsageError(`unknown command ${group}`);
+    if (action === undefined || !actions.includes(action)) throw new UsageError(`unknown ${group} command ${action ?? ""}`.trim());
     const config = loadConfig(env);
-    // Only a new account may start a data directory: anything else run against a missing one is a wrong
-    // FRAUD_DATA_DIR, and creating an empty database and signing key there would answer it misleadingly
-    // (`audit verify` reporting an intact log of 0 entries).
+    // Only a new account may start a data directory, and only once its arguments are right: anything else
+    // run against a missing one is a wrong FRAUD_DATA_DIR, and creating an empty database and signing key
+    // there would answer it misleadingly (`audit verify` reporting an intact log of 0 entries).
+    const startsAccount = group === "accounts" && action === "create";
+    if (startsAccount) accountCreation(rest);
     const databasePath = path.join(config.dataDir, DATABASE_FILE);
-    if (!(group === "accounts" && action === "create") && !fs.existsSync(databasePath)) {
+    if (!startsAccount && !fs.existsSync(databasePath)) {
       throw new Error(`no database at ${databasePath}: set FRAUD_DATA_DIR to the service's data directory`);
     }
     const db = openDatabase(config.dataDir);
@@ -99,8 +104,7 @@ export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv =
       if (group === "keys") return keysCommand(action, rest, keys, io);
       if (group === "audit") return auditCommand(action, rest, auditStore, signer, io);
       if (group === "dlq") return dlqCommand(action, rest, db, clock, io);
-      if (group === "consortium") return consortiumCommand(action, rest, new ConsortiumRepository(db), audit, clock, config.webhookAllowPrivate, cliActor(env), io);
-      throw new UsageError(`unknown command ${group}`);
+      return consortiumCommand(action, rest, new ConsortiumRepository(db), audit, clock, config.webhookAllowPrivate, cliActor(env), io);
     } finally {
       db.close();
     }
@@ -126,21 +130,36 @@ function referenceCommand(action: string | undefined, io: CliIo, env: NodeJS.Pro
   return 0;
 }
 
+/** The commands after `serve`, `reference` and `help`, by group: all of them work on an existing database. */
+const COMMANDS: Partial<Record<string, readonly string[]>> = {
+  accounts: ["create", "list"],
+  keys: ["list", "create", "rotate", "revoke"],
+  audit: ["verify", "export-key"],
+  dlq: ["list", "replay"],
+  consortium: ["set", "show", "disable"],
+};
+
+/** `accounts create`'s arguments, checked (also before a new data directory is started for it). */
+function accountCreation(args: string[]): { name: string; overrides: Record<string, number>; json: boolean } {
+  const { values } = parseArgs({
+    args,
+    options: { name: { type: "string" }, "decide-rate-limit": { type: "string" }, json: { type: "boolean" } },
+    strict: true,
+  });
+  if (!values.name) throw new UsageError("accounts create needs --name");
+  const overrides: Record<string, number> = {};
+  if (values["decide-rate-limit"] !== undefined) {
+    const limit = Number(values["decide-rate-limit"]);
+    if (!Number.isInteger(limit) || limit < 1) throw new UsageError("--decide-rate-limit must be a positive integer");
+    overrides.decide = limit;
+  }
+  return { name: values.name, overrides, json: values.json ?? false };
+}
+
 function accountsCommand(action: string | undefined, args: string[], accounts: AccountRepository, keys: KeyService, io: CliIo): number {
   if (action === "create") {
-    const { values } = parseArgs({
-      args,
-      options: { name: { type: "string" }, "decide-rate-limit": { type: "string" }, json: { type: "boolean" } },
-      strict: true,
-    });
-    if (!values.name) throw new UsageError("accounts create needs --name");
-    const overrides: Record<string, number> = {};
-    if (values["decide-rate-limit"] !== undefined) {
-      const limit = Number(values["decide-rate-limit"]);
-      if (!Number.isInteger(limit) || limit < 1) throw new UsageError("--decide-rate-limit must be a positive integer");
-      overrides.decide = limit;
-    }
-    const created = keys.createAccount(values.name, overrides);
+    const values = accountCreation(args);
+    const created = keys.createAccount(values.name, values.overrides);
     if (values.json) {
       io.out(JSON.stringify({ account: { id: created.account.id, name: created.account.name, rateLimitOverrides: created.account.rateLimitOverrides }, keys: created.keys }) + "\n");
     } else {
@@ -408,8 +427,9 @@ async function serve(io: CliIo, env: NodeJS.ProcessEnv): Promise<number> {
   try {
     address = await app.listen();
   } catch (error) {
-    // The engine and writer threads are already running: without this the process would report the error and stay up.
-    await app.close();
+    // The engine and writer threads are already running: without this the process would report the error and
+    // stay up. The listen error is the one to report, whatever closing says.
+    await app.close().catch(() => undefined);
     throw error;
   }
   if (config.seedDemoAccount && app.accounts.count() === 0) {

@@ -9,16 +9,29 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs the real `fraudctl` bin in a child process. */
+/** How long a `fraudctl` command may run before the test gives up on it (`serve` only ends when told to). */
+const CLI_TIMEOUT_MS = 20_000;
+
+/** Runs the real `fraudctl` bin in a child process; one still running after {@link CLI_TIMEOUT_MS} is killed and fails the test. */
 export function runFraudctl(args: string[], env: NodeJS.ProcessEnv): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [FRAUDCTL, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`fraudctl ${args.join(" ")} still running after ${CLI_TIMEOUT_MS} ms:\n${stdout}${stderr}`));
+    }, CLI_TIMEOUT_MS);
     child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
     child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
+    child.on("error", (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
   });
 }
 
