@@ -1,6 +1,6 @@
-import { isIP } from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { parseTrustedRange } from "./server/client-ip.js";
 
 /** Installation settings, read once from the environment at start. */
 export interface Config {
@@ -56,17 +56,12 @@ function flag(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean 
   throw new Error(`${name} must be true or false, got "${raw}"`);
 }
 
-/** Comma-separated addresses and CIDR ranges, each checked (address family and prefix length). */
-function addressRanges(env: NodeJS.ProcessEnv, name: string): string[] {
+/** Comma-separated trusted proxy addresses and CIDR ranges, each checked as the resolver will read it. */
+function trustedRanges(env: NodeJS.ProcessEnv, name: string): string[] {
   const entries = (env[name] ?? "").split(",").map((entry) => entry.trim()).filter(Boolean);
   for (const entry of entries) {
-    const [address = "", bits, extra] = entry.split("/");
-    const family = isIP(address);
-    const maxBits = family === 6 ? 128 : 32;
-    const validBits = bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= maxBits);
-    if (family === 0 || !validBits || extra !== undefined) {
-      throw new Error(`${name}: "${entry}" is not an address or CIDR range (for example 10.0.0.0/8 or 2001:db8::/32)`);
-    }
+    const range = parseTrustedRange(entry);
+    if ("problem" in range) throw new Error(`${name}: ${range.problem}`);
   }
   return entries;
 }
@@ -82,7 +77,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: path.resolve(env.FRAUD_DATA_DIR || "./data"),
     maxBodyBytes: integer(env, "FRAUD_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, 1024),
     rateLimitOverrides,
-    trustedProxies: addressRanges(env, "FRAUD_TRUSTED_PROXIES"),
+    trustedProxies: trustedRanges(env, "FRAUD_TRUSTED_PROXIES"),
     shutdownGraceMs: integer(env, "FRAUD_SHUTDOWN_GRACE_MS", 10_000),
     seedDemoAccount: flag(env, "FRAUD_SEED_DEMO", true),
     // The request thread keeps a core of its own; the engine gets the rest (at least one, at most four).

@@ -187,6 +187,7 @@ describe("fraudctl serve that cannot start", () => {
       for (const [name, value, message] of [
         ["FRAUD_TRUSTED_PROXIES", "10.0.0.1,bogus", /FRAUD_TRUSTED_PROXIES: "bogus" is not an address or CIDR range/],
         ["FRAUD_TRUSTED_PROXIES", "10.0.0.0/33", /"10.0.0.0\/33" is not an address or CIDR range/],
+        ["FRAUD_TRUSTED_PROXIES", "::ffff:10.0.0.0/8", /"::ffff:10.0.0.0\/8" holds every IPv4 address/],
         ["FRAUD_SEED_DEMO", "yes", /FRAUD_SEED_DEMO must be true or false, got "yes"/],
         ["FRAUD_WEBHOOK_ALLOW_PRIVATE", "1", /FRAUD_WEBHOOK_ALLOW_PRIVATE must be true or false/],
       ] as const) {

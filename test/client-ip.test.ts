@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ClientIpResolver } from "../src/server/client-ip.js";
+import { ClientIpResolver, parseTrustedRange } from "../src/server/client-ip.js";
 
 describe("client IP resolution", () => {
   it("uses the connection address and ignores X-Forwarded-For without trusted proxies", () => {
@@ -22,5 +22,20 @@ describe("client IP resolution", () => {
 
   it("refuses a malformed trusted proxy setting at start", () => {
     expect(() => new ClientIpResolver(["proxy.internal"])).toThrow(/FRAUD_TRUSTED_PROXIES/);
+    for (const entry of ["10.0.0.0/", "/8", "10.0.0.0/33", "::1/129", "10.0.0.0/8/8", "10.0.0.0/+8"]) {
+      expect(parseTrustedRange(entry), entry).toEqual({ problem: expect.stringMatching(/is not an address or CIDR range/) });
+    }
+  });
+
+  it("refuses a range that would trust every IPv4 peer, however it is written", () => {
+    // ::ffff:10.0.0.0/8 reads as 10.0.0.0/8 but is ::/8: it holds all of ::ffff:0:0/96, every IPv4 address.
+    for (const entry of ["0.0.0.0/0", "::/0", "::/64", "::/80", "::ffff:0:0/96", "::ffff:10.0.0.0/8"]) {
+      expect(parseTrustedRange(entry), entry).toEqual({ problem: expect.stringMatching(/holds every IPv4 address/) });
+      expect(() => new ClientIpResolver([entry]), entry).toThrow(/FRAUD_TRUSTED_PROXIES/);
+    }
+    // Written with the IPv6 prefix length, an IPv4-mapped range is the IPv4 range it looks like.
+    const resolver = new ClientIpResolver(["::ffff:10.0.0.0/104"]);
+    expect(resolver.resolve("10.1.2.3", "81.2.69.160")).toBe("81.2.69.160");
+    expect(resolver.resolve("9.9.9.9", "6.6.6.6")).toBe("9.9.9.9");
   });
 });

@@ -1,5 +1,42 @@
 import { BlockList, isIP } from "node:net";
 
+/** A trusted proxy entry: one address, or a CIDR range. */
+export interface TrustedRange {
+  address: string;
+  /** Undefined for a single address. */
+  prefix: number | undefined;
+  family: "ipv4" | "ipv6";
+}
+
+/**
+ * One FRAUD_TRUSTED_PROXIES entry, checked, or why it is refused. A range
+ * that holds every IPv4 address is refused: `0.0.0.0/0`, but also IPv6
+ * ranges over `::ffff:0:0/96` such as `::/64` or `::ffff:10.0.0.0/8` (which
+ * is `::/8`, not 10.0.0.0/8), since the block list matches IPv4 peers
+ * against IPv6 ranges in that form: believing everybody's X-Forwarded-For
+ * would let any client choose the address it is scored by.
+ */
+export function parseTrustedRange(entry: string): TrustedRange | { problem: string } {
+  const [address = "", bits, extra] = entry.split("/");
+  const version = isIP(address);
+  const maxBits = version === 6 ? 128 : 32;
+  if (version === 0 || extra !== undefined || (bits !== undefined && !(/^\d{1,3}$/.test(bits) && Number(bits) <= maxBits))) {
+    return { problem: `"${entry}" is not an address or CIDR range (for example 10.0.0.0/8 or 2001:db8::/32)` };
+  }
+  const range: TrustedRange = { address, prefix: bits === undefined ? undefined : Number(bits), family: version === 4 ? "ipv4" : "ipv6" };
+  const probe = new BlockList();
+  add(probe, range);
+  if (probe.check("0.0.0.0", "ipv4") && probe.check("255.255.255.255", "ipv4")) {
+    return { problem: `"${entry}" holds every IPv4 address, so anyone could choose the address they are scored by: list the proxies' own ranges (an IPv4 range in IPv4 form, 10.0.0.0/8)` };
+  }
+  return range;
+}
+
+function add(list: BlockList, range: TrustedRange): void {
+  if (range.prefix === undefined) list.addAddress(range.address, range.family);
+  else list.addSubnet(range.address, range.prefix, range.family);
+}
+
 /**
  * Finds the end client's address. X-Forwarded-For is believed only when the
  * connection comes from a configured trusted proxy, and then only as far as
@@ -11,12 +48,9 @@ export class ClientIpResolver {
 
   constructor(trustedProxies: readonly string[]) {
     for (const entry of trustedProxies) {
-      const [address, bits] = entry.split("/");
-      const family = isIP(address ?? "");
-      if (family === 0) throw new Error(`FRAUD_TRUSTED_PROXIES: "${entry}" is not an address or CIDR range`);
-      const type = family === 4 ? "ipv4" : "ipv6";
-      if (bits === undefined) this.trusted.addAddress(address as string, type);
-      else this.trusted.addSubnet(address as string, Number(bits), type);
+      const range = parseTrustedRange(entry);
+      if ("problem" in range) throw new Error(`FRAUD_TRUSTED_PROXIES: ${range.problem}`);
+      add(this.trusted, range);
     }
     this.hasTrusted = trustedProxies.length > 0;
   }
