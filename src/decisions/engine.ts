@@ -51,7 +51,7 @@ export class DecisionEngine {
         options.logger.log("warn", "could not write the reference snapshot; the next start builds the tables again", { error: snapshotError });
       }
       for (const list of unreadableLists(options.reference)) {
-        options.logger.log("warn", "cannot read a list file: its signal stays off until the file can be read (checked every second)", { ...list });
+        options.logger.log("warn", "cannot read a list file: its signal stays off until the file can be read", { ...list });
       }
       const workerData: EngineWorkerData = { reference, dataDir: options.dataDir, storeLatencyMs: options.storeLatencyMs ?? 0 };
       const filename = new URL("./engine-worker-entry.mjs", import.meta.url).href;

@@ -1,6 +1,6 @@
-import { accessSync, constants, statSync } from "node:fs";
 import { Worker } from "node:worker_threads";
 import { ReferenceData, type ReferenceDataOptions, type SharedReferenceData } from "../engine/index.js";
+import { ReloadableFile } from "../engine/reloadable-file.js";
 
 export interface LoadedReference {
   shared: SharedReferenceData;
@@ -43,9 +43,10 @@ export interface UnreadableList {
 }
 
 /**
- * The configured list files that cannot be read now. The engine starts
- * without them (each list stays empty, its signal off, until the file can be
- * read: the workers look again every second), so the operator needs telling.
+ * The configured list files that cannot be read now, read as the engine
+ * reads them. The engine starts without them (each list stays empty, its
+ * signal off, until the file can be read: the workers look again at most once
+ * a second while evaluations come in), so the operator needs telling.
  */
 export function unreadableLists(options: ReferenceDataOptions): UnreadableList[] {
   const lists = [
@@ -55,12 +56,8 @@ export function unreadableLists(options: ReferenceDataOptions): UnreadableList[]
   const problems: UnreadableList[] = [];
   for (const { variable, path } of lists) {
     if (path === undefined) continue;
-    try {
-      if (!statSync(path).isFile()) throw new Error(`${path} is not a file`);
-      accessSync(path, constants.R_OK);
-    } catch (error) {
-      problems.push({ variable, path, error: error instanceof Error ? error.message : String(error) });
-    }
+    const error = new ReloadableFile(path, () => true, false).lastError;
+    if (error !== null) problems.push({ variable, path, error });
   }
   return problems;
 }
