@@ -16,17 +16,64 @@ export type JsonValue = null | boolean | number | string | JsonValue[] | { [key:
  * becoming null and hashing something other than what the caller meant.
  */
 export function canonicalJson(value: unknown): string {
-  const out: string[] = [];
-  write(value, out);
-  return out.join("");
+  // One buffer serves the calls, so its backing store is not allocated again for every evidence
+  // (docs/benchmarks.md); a call made from inside another (a getter) gets one of its own.
+  const nested = writing;
+  const out = nested ? [] : pieces;
+  writing = true;
+  try {
+    write(value, out);
+    return out.join("");
+  } finally {
+    out.length = 0;
+    writing = nested;
+  }
 }
 
 /** What JSON.stringify escapes in a string: quote, backslash, control characters and (lone) surrogates. */
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 
-/** JSON.stringify's text for a string, without calling it for the plain strings that are nearly all of them. */
-function quote(text: string): string {
-  return NEEDS_ESCAPE.test(text) ? JSON.stringify(text) : `"${text}"`;
+const pieces: string[] = [];
+let writing = false;
+
+/**
+ * Object shapes seen so far (their keys in insertion order, as a trie) with
+ * their keys sorted: the evidence of every decision holds the same few dozen
+ * shapes, so they are sorted once instead of once per object. Bounded, since
+ * metadata objects can have any keys: past the bounds, keys are sorted as they come.
+ */
+interface Shape {
+  next: Map<string, Shape> | undefined;
+  sorted: readonly string[] | undefined;
+}
+const MAX_SHAPES = 4096;
+const MAX_SHAPE_KEYS = 64;
+const shapes: Shape = { next: undefined, sorted: undefined };
+let shapeCount = 0;
+
+function sortedKeys(record: Record<string, unknown>): readonly string[] {
+  let shape: Shape = shapes;
+  let keys = 0;
+  // for...in gives the same order as Object.keys for plain objects (the prototype is checked by the caller).
+  for (const key in record) {
+    let next = shape.next?.get(key);
+    if (next === undefined) {
+      if (shapeCount >= MAX_SHAPES || ++keys > MAX_SHAPE_KEYS) return Object.keys(record).sort();
+      next = { next: undefined, sorted: undefined };
+      (shape.next ??= new Map()).set(key, next);
+      shapeCount++;
+    } else if (++keys > MAX_SHAPE_KEYS) {
+      return Object.keys(record).sort();
+    }
+    shape = next;
+  }
+  return (shape.sorted ??= Object.keys(record).sort());
+}
+
+/** JSON.stringify's text for a string, in pieces, without calling it for the plain strings that are nearly all of them. */
+function writeString(text: string, out: string[]): void {
+  if (NEEDS_ESCAPE.test(text)) out.push(JSON.stringify(text));
+  else out.push('"', text, '"');
 }
 
 // One pass appending to one array of pieces: the evidence of every decision is
@@ -34,7 +81,7 @@ function quote(text: string): string {
 function write(value: unknown, out: string[]): void {
   switch (typeof value) {
     case "string":
-      out.push(quote(value));
+      writeString(value, out);
       return;
     case "number":
       if (!Number.isFinite(value)) throw new TypeError(`canonical JSON cannot hold the number ${value}`);
@@ -69,11 +116,13 @@ function write(value: unknown, out: string[]): void {
   const record = value as Record<string, unknown>;
   out.push("{");
   let first = true;
-  for (const key of Object.keys(record).sort()) {
+  for (const key of sortedKeys(record)) {
     const member = record[key];
     if (member === undefined) continue;
-    out.push(first ? `${quote(key)}:` : `,${quote(key)}:`);
+    if (!first) out.push(",");
     first = false;
+    writeString(key, out);
+    out.push(":");
     write(member, out);
   }
   out.push("}");

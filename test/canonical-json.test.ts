@@ -33,6 +33,30 @@ describe("canonicalJson", () => {
     expect(() => canonicalJson({ when: new Date(0) } as unknown as JsonValue)).toThrow(TypeError);
   });
 
+  it("sorts every object by its own keys, however many objects share a shape or nearly do", () => {
+    // Shapes are remembered by their keys in insertion order: prefixes, reorderings and long objects.
+    const shapes = [{ b: 1, a: 2 }, { b: 1, a: 2, c: 3 }, { b: 1 }, { a: 2, b: 1 }, {}, { 1: "x", b: 1, 0: "y" }];
+    for (let round = 0; round < 3; round++) {
+      for (const shape of shapes) expect(canonicalJson(shape)).toBe(JSON.stringify(Object.fromEntries(Object.keys(shape).sort().map((k) => [k, (shape as Record<string, unknown>)[k]]))));
+    }
+    const wide = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`k${99 - i}`, i]));
+    const text = canonicalJson(wide);
+    expect(text.startsWith('{"k0":99,"k1":98,"k10":89,')).toBe(true);
+    expect(canonicalJson(wide)).toBe(text);
+  });
+
+  it("gives a call made from inside another (a getter) a buffer of its own", () => {
+    const inner = { z: 1, a: 2 };
+    const outer = {
+      b: 1,
+      get a() {
+        return canonicalJson(inner);
+      },
+    };
+    expect(canonicalJson(outer)).toBe(`{"a":${JSON.stringify('{"a":2,"z":1}')},"b":1}`);
+    expect(canonicalJson({ y: 1, x: 2 })).toBe('{"x":2,"y":1}');
+  });
+
   it("writes what JSON.stringify writes, with members sorted, for random values", () => {
     let seed = 42;
     const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
