@@ -6,36 +6,62 @@ import type { Violation } from "./validation.js";
  * so a client that sends `"userId": 42` or `"device": [1]` is told which field
  * is wrong (the protobuf decoder alone would only name the message type).
  */
-export function jsonShapeViolations(desc: DescMessage, json: Record<string, JsonValue>, prefix = ""): Violation[] {
+export function jsonShapeViolations(desc: DescMessage, json: Record<string, JsonValue>): Violation[] {
   const out: Violation[] = [];
-  for (const [key, value] of Object.entries(json)) {
-    const field = desc.fields.find((f) => f.jsonName === key || f.name === key);
-    const path = prefix + key;
-    if (!field) {
-      out.push({ field: path, description: `is not a field of ${desc.name}` });
-      continue;
-    }
-    if (value === null) continue; // null means "not set" in protobuf JSON
-    checkField(field, value, path, out);
-  }
+  checkObject(desc, json, "", out);
   return out;
 }
 
-function checkField(field: DescField, value: JsonValue, path: string, out: Violation[]): void {
+/**
+ * A field's JSON path is only written out when something is wrong with it:
+ * every request body goes through here, and nearly all of them are right.
+ */
+type Path = () => string;
+
+/** Each message's fields by the names JSON may use for them (jsonName and the proto name). */
+const fieldsByJsonKey = new WeakMap<DescMessage, Map<string, DescField>>();
+
+function fieldsOf(desc: DescMessage): Map<string, DescField> {
+  let fields = fieldsByJsonKey.get(desc);
+  if (fields === undefined) {
+    fields = new Map();
+    // The proto name first, so that a jsonName equal to another field's proto name wins, as find() on jsonName first did.
+    for (const field of desc.fields) fields.set(field.name, field);
+    for (const field of desc.fields) fields.set(field.jsonName, field);
+    fieldsByJsonKey.set(desc, fields);
+  }
+  return fields;
+}
+
+function checkObject(desc: DescMessage, json: Record<string, JsonValue>, prefix: string, out: Violation[]): void {
+  const fields = fieldsOf(desc);
+  for (const key in json) {
+    const field = fields.get(key);
+    if (!field) {
+      out.push({ field: prefix + key, description: `is not a field of ${desc.name}` });
+      continue;
+    }
+    const value = json[key] as JsonValue;
+    if (value === null) continue; // null means "not set" in protobuf JSON
+    checkField(field, value, () => prefix + key, out);
+  }
+}
+
+function checkField(field: DescField, value: JsonValue, path: Path, out: Violation[]): void {
   switch (field.fieldKind) {
     case "list":
       if (!Array.isArray(value)) {
-        out.push({ field: path, description: "must be an array" });
+        out.push({ field: path(), description: "must be an array" });
         return;
       }
-      value.forEach((item, i) => {
-        const itemPath = `${path}[${i}]`;
-        if (field.listKind === "message") checkMessage(field.message, item, itemPath, out);
-        else if (field.listKind === "scalar") checkScalar(field.scalar, item, itemPath, out);
-      });
+      for (let i = 0; i < value.length; i++) {
+        const itemPath = () => `${path()}[${i}]`;
+        if (field.listKind === "message") checkMessage(field.message, value[i] as JsonValue, itemPath, out);
+        else if (field.listKind === "scalar") checkScalar(field.scalar, value[i] as JsonValue, itemPath, out);
+      }
       return;
     case "map":
-      if (typeof value !== "object" || Array.isArray(value)) out.push({ field: path, description: "must be an object" });
+      if (typeof value !== "object" || Array.isArray(value)) out.push({ field: path(), description: "must be an object" });
       return;
     case "message":
       checkMessage(field.message, value, path, out);
@@ -44,61 +70,69 @@ function checkField(field: DescField, value: JsonValue, path: string, out: Viola
       checkScalar(field.scalar, value, path, out);
       return;
     case "enum":
-      if (typeof value !== "string" && typeof value !== "number") out.push({ field: path, description: "must be a string" });
+      if (typeof value !== "string" && typeof value !== "number") out.push({ field: path(), description: "must be a string" });
       return;
   }
 }
 
-function checkMessage(desc: DescMessage, value: JsonValue, path: string, out: Violation[]): void {
+function checkMessage(desc: DescMessage, value: JsonValue, path: Path, out: Violation[]): void {
   if (desc.typeName === "google.protobuf.Value") return; // any JSON value
   if (desc.typeName === "google.protobuf.Timestamp") {
     if (typeof value !== "string" || !isTimestamp(value)) {
-      out.push({ field: path, description: "must be an RFC 3339 timestamp such as 2026-01-02T03:04:05Z" });
+      out.push({ field: path(), description: "must be an RFC 3339 timestamp such as 2026-01-02T03:04:05Z" });
     }
     return;
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    out.push({ field: path, description: "must be an object" });
+    out.push({ field: path(), description: "must be an object" });
     return;
   }
   if (desc.typeName.startsWith("google.protobuf.")) return; // Struct and friends: any object
-  out.push(...jsonShapeViolations(desc, value, `${path}.`));
+  checkObject(desc, value, `${path()}.`, out);
 }
 
-function checkScalar(scalar: ScalarType, value: JsonValue, path: string, out: Violation[]): void {
+function checkScalar(scalar: ScalarType, value: JsonValue, path: Path, out: Violation[]): void {
   switch (scalar) {
     case ScalarType.STRING:
     case ScalarType.BYTES:
-      if (typeof value !== "string") out.push({ field: path, description: "must be a string" });
+      if (typeof value !== "string") out.push({ field: path(), description: "must be a string" });
       return;
     case ScalarType.BOOL:
-      if (typeof value !== "boolean") out.push({ field: path, description: "must be true or false" });
+      if (typeof value !== "boolean") out.push({ field: path(), description: "must be true or false" });
       return;
     default: {
       // Protobuf JSON also accepts numbers as strings (64-bit integers need it).
       const numeric = typeof value === "number" || (typeof value === "string" && value.trim() !== "" && Number.isFinite(Number(value)));
       if (!numeric) {
-        out.push({ field: path, description: "must be a number" });
+        out.push({ field: path(), description: "must be a number" });
         return;
       }
       // A JSON number too large for a double (1e400) parses as Infinity.
       if (!Number.isFinite(Number(value))) {
-        out.push({ field: path, description: "must be a finite number" });
+        out.push({ field: path(), description: "must be a finite number" });
         return;
       }
       const range = INTEGER_RANGES.get(scalar);
       if (range === undefined) return;
       if (!Number.isInteger(Number(value))) {
-        out.push({ field: path, description: "must be a whole number" });
+        out.push({ field: path(), description: "must be a whole number" });
         return;
       }
       const [min, max] = range;
-      const whole = typeof value === "string" && /^\s*-?\d+\s*$/.test(value) ? BigInt(value.trim()) : BigInt(Number(value));
-      if (whole < min || whole > max) out.push({ field: path, description: `must be between ${min} and ${max}` });
+      if (!withinRange(value, min, max)) out.push({ field: path(), description: `must be between ${min} and ${max}` });
     }
   }
 }
 
+const MAX_EXACT = BigInt(Number.MAX_SAFE_INTEGER);
+
+/** A whole number (JSON number or numeric string) against an integer type's range. */
+function withinRange(value: number | string, min: bigint, max: bigint): boolean {
+  // 32-bit ranges compare as numbers; 64-bit ones need BigInt, past a double's exact integers.
+  if (typeof value === "number" && max <= MAX_EXACT) return value >= Number(min) && value <= Number(max);
+  const whole = typeof value === "string" && /^\s*-?\d+\s*$/.test(value) ? BigInt(value.trim()) : BigInt(Number(value));
+  return whole >= min && whole <= max;
+}
 const INT32: [bigint, bigint] = [-(2n ** 31n), 2n ** 31n - 1n];
 const UINT32: [bigint, bigint] = [0n, 2n ** 32n - 1n];
 const INT64: [bigint, bigint] = [-(2n ** 63n), 2n ** 63n - 1n];
