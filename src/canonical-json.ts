@@ -16,16 +16,15 @@ export type JsonValue = null | boolean | number | string | JsonValue[] | { [key:
  * becoming null and hashing something other than what the caller meant.
  */
 export function canonicalJson(value: unknown): string {
-  // One buffer serves the calls, so its backing store is not allocated again for every evidence
-  // (docs/benchmarks.md); a call made from inside another (a getter) gets one of its own.
+  // A call made from inside another (a getter) writes into pieces of its own.
+  const pieces = writing ? new Pieces() : shared;
   const nested = writing;
-  const out = nested ? [] : pieces;
   writing = true;
   try {
-    write(value, out);
-    return out.join("");
+    write(value, pieces);
+    return pieces.text();
   } finally {
-    out.length = 0;
+    pieces.clear();
     writing = nested;
   }
 }
@@ -33,63 +32,96 @@ export function canonicalJson(value: unknown): string {
 /** What JSON.stringify escapes in a string: quote, backslash, control characters and (lone) surrogates. */
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 
-const pieces: string[] = [];
+/** JSON.stringify's text for a string, without calling it for the plain strings that are nearly all of them. */
+function quote(text: string): string {
+  return NEEDS_ESCAPE.test(text) ? JSON.stringify(text) : `"${text}"`;
+}
+
+/**
+ * The text being written, as pieces joined at the end. The array is written
+ * by index and never shrunk (setting an array's length lower gives its store
+ * back, and growing it again allocated about twice its size per evidence);
+ * slots past the end hold "" and add nothing to the join.
+ */
+class Pieces {
+  private parts: string[] = [];
+  private used = 0;
+
+  add(piece: string): void {
+    this.parts[this.used++] = piece;
+  }
+
+  text(): string {
+    return this.parts.join("");
+  }
+
+  clear(): void {
+    // A very large value (a big metadata object) should not keep its store for good.
+    if (this.parts.length > MAX_KEPT_PIECES) this.parts = [];
+    else this.parts.fill("", 0, this.used);
+    this.used = 0;
+  }
+}
+const MAX_KEPT_PIECES = 1 << 16;
+const shared = new Pieces();
 let writing = false;
+
+/** An object member's text before its value, as the first member and as a later one. */
+interface Member {
+  key: string;
+  first: string;
+  next: string;
+}
 
 /**
  * Object shapes seen so far (their keys in insertion order, as a trie) with
- * their keys sorted: the evidence of every decision holds the same few dozen
- * shapes, so they are sorted once instead of once per object. Bounded, since
- * metadata objects can have any keys: past the bounds, keys are sorted as they come.
+ * their members sorted and their texts written: the evidence of every
+ * decision holds the same few dozen shapes, so each is sorted and quoted once
+ * instead of once per object. Bounded, since metadata objects can have any
+ * keys: past the bounds, members are worked out as they come.
  */
 interface Shape {
   next: Map<string, Shape> | undefined;
-  sorted: readonly string[] | undefined;
+  members: readonly Member[] | undefined;
 }
 const MAX_SHAPES = 4096;
 const MAX_SHAPE_KEYS = 64;
-const shapes: Shape = { next: undefined, sorted: undefined };
+const shapes: Shape = { next: undefined, members: undefined };
 let shapeCount = 0;
 
-function sortedKeys(record: Record<string, unknown>): readonly string[] {
+function membersOf(record: Record<string, unknown>): readonly Member[] {
+  const sorted = () => Object.keys(record).sort().map((key) => ({ key, first: `${quote(key)}:`, next: `,${quote(key)}:` }));
   let shape: Shape = shapes;
   let keys = 0;
   // for...in gives the same order as Object.keys for plain objects (the prototype is checked by the caller).
   for (const key in record) {
+    if (++keys > MAX_SHAPE_KEYS) return sorted();
     let next = shape.next?.get(key);
     if (next === undefined) {
-      if (shapeCount >= MAX_SHAPES || ++keys > MAX_SHAPE_KEYS) return Object.keys(record).sort();
-      next = { next: undefined, sorted: undefined };
+      if (shapeCount >= MAX_SHAPES) return sorted();
+      next = { next: undefined, members: undefined };
       (shape.next ??= new Map()).set(key, next);
       shapeCount++;
-    } else if (++keys > MAX_SHAPE_KEYS) {
-      return Object.keys(record).sort();
     }
     shape = next;
   }
-  return (shape.sorted ??= Object.keys(record).sort());
+  return (shape.members ??= sorted());
 }
 
-/** JSON.stringify's text for a string, in pieces, without calling it for the plain strings that are nearly all of them. */
-function writeString(text: string, out: string[]): void {
-  if (NEEDS_ESCAPE.test(text)) out.push(JSON.stringify(text));
-  else out.push('"', text, '"');
-}
-
-// One pass appending to one array of pieces: the evidence of every decision is
-// hashed over this text, so it is on the decide path (docs/benchmarks.md).
-function write(value: unknown, out: string[]): void {
+// One pass over the value: the evidence of every decision is hashed over this
+// text, so it is on the decide path (docs/benchmarks.md).
+function write(value: unknown, out: Pieces): void {
   switch (typeof value) {
     case "string":
-      writeString(value, out);
+      out.add(quote(value));
       return;
     case "number":
       if (!Number.isFinite(value)) throw new TypeError(`canonical JSON cannot hold the number ${value}`);
       // For finite numbers JSON.stringify writes exactly String(value) (and -0 as 0).
-      out.push(String(value));
+      out.add(String(value));
       return;
     case "boolean":
-      out.push(value ? "true" : "false");
+      out.add(value ? "true" : "false");
       return;
     case "object":
       break;
@@ -97,16 +129,16 @@ function write(value: unknown, out: string[]): void {
       throw new TypeError("canonical JSON holds only null, booleans, numbers, strings, arrays and plain objects");
   }
   if (value === null) {
-    out.push("null");
+    out.add("null");
     return;
   }
   if (Array.isArray(value)) {
-    out.push("[");
+    out.add("[");
     for (let i = 0; i < value.length; i++) {
-      if (i > 0) out.push(",");
+      if (i > 0) out.add(",");
       write(value[i], out);
     }
-    out.push("]");
+    out.add("]");
     return;
   }
   const prototype: unknown = Object.getPrototypeOf(value);
@@ -114,18 +146,16 @@ function write(value: unknown, out: string[]): void {
     throw new TypeError("canonical JSON holds only null, booleans, numbers, strings, arrays and plain objects");
   }
   const record = value as Record<string, unknown>;
-  out.push("{");
+  out.add("{");
   let first = true;
-  for (const key of sortedKeys(record)) {
-    const member = record[key];
-    if (member === undefined) continue;
-    if (!first) out.push(",");
+  for (const member of membersOf(record)) {
+    const memberValue = record[member.key];
+    if (memberValue === undefined) continue;
+    out.add(first ? member.first : member.next);
     first = false;
-    writeString(key, out);
-    out.push(":");
-    write(member, out);
+    write(memberValue, out);
   }
-  out.push("}");
+  out.add("}");
 }
 
 export function sha256Hex(text: string | Buffer): string {
