@@ -90,22 +90,25 @@ const shapes: Shape = { next: undefined, members: undefined };
 let shapeCount = 0;
 
 function membersOf(record: Record<string, unknown>): readonly Member[] {
-  const sorted = () => Object.keys(record).sort().map((key) => ({ key, first: `${quote(key)}:`, next: `,${quote(key)}:` }));
   let shape: Shape = shapes;
   let keys = 0;
   // for...in gives the same order as Object.keys for plain objects (the prototype is checked by the caller).
   for (const key in record) {
-    if (++keys > MAX_SHAPE_KEYS) return sorted();
+    if (++keys > MAX_SHAPE_KEYS) return sortedMembers(record);
     let next = shape.next?.get(key);
     if (next === undefined) {
-      if (shapeCount >= MAX_SHAPES) return sorted();
+      if (shapeCount >= MAX_SHAPES) return sortedMembers(record);
       next = { next: undefined, members: undefined };
       (shape.next ??= new Map()).set(key, next);
       shapeCount++;
     }
     shape = next;
   }
-  return (shape.members ??= sorted());
+  return (shape.members ??= sortedMembers(record));
+}
+
+function sortedMembers(record: Record<string, unknown>): Member[] {
+  return Object.keys(record).sort().map((key) => ({ key, first: `${quote(key)}:`, next: `,${quote(key)}:` }));
 }
 
 // One pass over the value: the evidence of every decision is hashed over this

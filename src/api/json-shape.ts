@@ -55,9 +55,8 @@ function checkField(field: DescField, value: JsonValue, path: Path, out: Violati
         return;
       }
       for (let i = 0; i < value.length; i++) {
-        const itemPath = () => `${path()}[${i}]`;
-        if (field.listKind === "message") checkMessage(field.message, value[i] as JsonValue, itemPath, out);
-        else if (field.listKind === "scalar") checkScalar(field.scalar, value[i] as JsonValue, itemPath, out);
+        if (field.listKind === "message") checkMessage(field.message, value[i] as JsonValue, () => `${path()}[${i}]`, out);
+        else if (field.listKind === "scalar") checkScalar(field.scalar, value[i] as JsonValue, () => `${path()}[${i}]`, out);
       }
       return;
     case "map":
