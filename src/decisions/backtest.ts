@@ -26,6 +26,8 @@ export interface BacktestOutcome {
   transitions: Array<{ from: string; to: string; count: number }>;
   examples: Array<{ decisionId: string; userId: string; score: number; from: string; to: string; matchedRule: number }>;
   durationMs: number;
+  /** Stored policies left out because they no longer compile. */
+  skippedPolicies: Array<{ policyId: string; name: string; version: number; errors: string }>;
 }
 
 interface ReplayRow {
@@ -56,7 +58,10 @@ interface StoredRequest {
  */
 export function runBacktest(db: Db, task: BacktestTask): BacktestOutcome {
   const started = performance.now();
-  const sets = new PolicySets(new PolicyRepository(db), new ListRepository(db));
+  const outcome: BacktestOutcome = { evaluated: 0, changed: 0, matched: 0, errors: 0, transitions: [], examples: [], durationMs: 0, skippedPolicies: [] };
+  const sets = new PolicySets(new PolicyRepository(db), new ListRepository(db), ({ policyId, name, version, errors }) =>
+    outcome.skippedPolicies.push({ policyId, name, version, errors }),
+  );
   const policies = sets.forTenant(task.tenant, task.nowMs, { ...task.candidate, status: "active" });
   const rows = db
     .prepare<[string, string, number, number, number], ReplayRow>(
@@ -66,7 +71,6 @@ export function runBacktest(db: Db, task: BacktestTask): BacktestOutcome {
     )
     .iterate(task.tenant.accountId, task.tenant.environment, task.fromMs, task.toMs, task.maxDecisions);
 
-  const outcome: BacktestOutcome = { evaluated: 0, changed: 0, matched: 0, errors: 0, transitions: [], examples: [], durationMs: 0 };
   const transitions = new Map<string, number>();
   const examplesPerKind = new Map<string, number>();
   for (const row of rows) {
