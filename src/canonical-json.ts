@@ -77,8 +77,9 @@ interface Member {
  * Object shapes seen so far (their keys in insertion order, as a trie) with
  * their members sorted and their texts written: the evidence of every
  * decision holds the same few dozen shapes, so each is sorted and quoted once
- * instead of once per object. Bounded, since metadata objects can have any
- * keys: past the bounds, members are worked out as they come.
+ * instead of once per object. Bounded in shapes, keys per shape and key
+ * length, since metadata objects can have any keys: past the bounds, members
+ * are worked out as they come.
  */
 interface Shape {
   next: Map<string, Shape> | undefined;
@@ -86,6 +87,8 @@ interface Shape {
 }
 const MAX_SHAPES = 4096;
 const MAX_SHAPE_KEYS = 64;
+/** Request metadata keys can be as long as the body allows: only short keys are remembered (at most about 1 MB in all). */
+const MAX_SHAPE_KEY_LENGTH = 64;
 const shapes: Shape = { next: undefined, members: undefined };
 let shapeCount = 0;
 
@@ -94,7 +97,7 @@ function membersOf(record: Record<string, unknown>): readonly Member[] {
   let keys = 0;
   // for...in gives the same order as Object.keys for plain objects (the prototype is checked by the caller).
   for (const key in record) {
-    if (++keys > MAX_SHAPE_KEYS) return sortedMembers(record);
+    if (++keys > MAX_SHAPE_KEYS || key.length > MAX_SHAPE_KEY_LENGTH) return sortedMembers(record);
     let next = shape.next?.get(key);
     if (next === undefined) {
       if (shapeCount >= MAX_SHAPES) return sortedMembers(record);

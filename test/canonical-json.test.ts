@@ -39,6 +39,8 @@ describe("canonicalJson", () => {
     for (let round = 0; round < 3; round++) {
       for (const shape of shapes) expect(canonicalJson(shape)).toBe(JSON.stringify(Object.fromEntries(Object.keys(shape).sort().map((k) => [k, (shape as Record<string, unknown>)[k]]))));
     }
+    const long = "k".repeat(10_000);
+    for (let round = 0; round < 2; round++) expect(canonicalJson({ [long]: 1, a: 2 })).toBe(`{"a":2,"${long}":1}`);
     const wide = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`k${99 - i}`, i]));
     const text = canonicalJson(wide);
     expect(text.startsWith('{"k0":99,"k1":98,"k10":89,')).toBe(true);
