@@ -27,9 +27,11 @@ export interface StoredDecisionWrite {
   idempotency?: { key: string; entry: IdempotentResponse };
   /** The side effects' outbox tasks (events), collected on the request thread, stored with the decision. */
   outbox: OutboxEntry[];
-  /** What follows the answer: the audit entry, the case and its events (follow-up.ts). */
-  followUp: FollowUp;
-  /** The same as JSON, for the follow-up task's payload. */
+  /**
+   * What follows the answer (the audit entry, the case and its events:
+   * follow-up.ts), as JSON: it goes into the follow-up task's payload as it is,
+   * and is parsed for the follow-up transaction.
+   */
   followUpJson: string;
   /** The request thread's clock at the decision: every stored time comes from it. */
   now: number;
@@ -113,11 +115,12 @@ export class DecisionStore {
         if (results[index]?.kind !== "stored") return;
         const key = `${write.tenant.accountId}/${write.tenant.environment}`;
         const group = byTenant.get(key);
+        const followUp = JSON.parse(write.followUpJson) as FollowUp;
         if (group) {
-          group.followUps.push(write.followUp);
+          group.followUps.push(followUp);
           group.json.push(write.followUpJson);
         } else {
-          byTenant.set(key, { tenant: write.tenant, followUps: [write.followUp], json: [write.followUpJson], now: write.now });
+          byTenant.set(key, { tenant: write.tenant, followUps: [followUp], json: [write.followUpJson], now: write.now });
         }
       });
       return [...byTenant.values()].map(({ tenant, followUps, json, now }) => ({

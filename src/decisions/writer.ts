@@ -45,7 +45,6 @@ export interface DecisionWrite {
  * case's (stored with the case, in the follow-up).
  */
 export function prepareWrite(write: DecisionWrite, outbox: OutboxEntry[], caseEvents: OutboxEntry[]): StoredDecisionWrite {
-  const followUp = followUpOf(write, caseEvents);
   return {
     tenant: write.tenant,
     decision: decisionRow(write.decision, write.evidence),
@@ -53,8 +52,7 @@ export function prepareWrite(write: DecisionWrite, outbox: OutboxEntry[], caseEv
     entityKeys: entityKeysByKind(write.history),
     ...(write.idempotency && { idempotency: write.idempotency }),
     outbox,
-    followUp,
-    followUpJson: JSON.stringify(followUp),
+    followUpJson: JSON.stringify(followUpOf(write, caseEvents)),
     now: write.now,
   };
 }
