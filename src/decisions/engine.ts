@@ -4,7 +4,7 @@ import type { BacktestOutcome, BacktestTask } from "./backtest.js";
 import type { EngineOutcome, EngineTask } from "./engine-types.js";
 import type { EngineWorkerData } from "./engine-worker.js";
 import type { Logger } from "../log.js";
-import { loadSharedReference, unreadableLists } from "./reference-loader.js";
+import { loadSharedReference } from "./reference-loader.js";
 
 export interface DecisionEngineOptions {
   dataDir: string;
@@ -44,13 +44,13 @@ export class DecisionEngine {
 
   private constructor(private readonly options: DecisionEngineOptions) {
     const loadStarted = performance.now();
-    this.pools = loadSharedReference(options.reference).then(({ shared: reference, source, snapshotError }) => {
+    this.pools = loadSharedReference(options.reference).then(({ shared: reference, source, snapshotError, unreadableLists }) => {
       const ms = Math.round(performance.now() - loadStarted);
       options.logger.log("info", "reference tables loaded", { source, ms });
       if (snapshotError !== undefined) {
         options.logger.log("warn", "could not write the reference snapshot; the next start builds the tables again", { error: snapshotError });
       }
-      for (const list of unreadableLists(options.reference)) {
+      for (const list of unreadableLists) {
         options.logger.log("warn", "cannot read a list file: its signal stays off until the file can be read", { ...list });
       }
       const workerData: EngineWorkerData = { reference, dataDir: options.dataDir, storeLatencyMs: options.storeLatencyMs ?? 0 };

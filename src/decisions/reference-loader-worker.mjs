@@ -12,4 +12,4 @@ const require = createRequire(import.meta.url);
 const { ReferenceData } = require("../engine/reference-data.ts");
 
 const { data, snapshotError } = ReferenceData.build(workerData);
-parentPort?.postMessage({ shared: data.toShared(), snapshotError });
+parentPort?.postMessage({ shared: data.toShared(), snapshotError, listErrors: data.listErrors() });

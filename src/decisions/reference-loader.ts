@@ -1,6 +1,5 @@
 import { Worker } from "node:worker_threads";
-import { ReferenceData, type ReferenceDataOptions, type SharedReferenceData } from "../engine/index.js";
-import { ReloadableFile } from "../engine/reloadable-file.js";
+import { ReferenceData, type ListError, type ReferenceDataOptions, type SharedReferenceData } from "../engine/index.js";
 
 export interface LoadedReference {
   shared: SharedReferenceData;
@@ -8,6 +7,26 @@ export interface LoadedReference {
   source: "snapshot" | "built";
   /** When they were built but the snapshot for the next start could not be written. */
   snapshotError?: string;
+  /**
+   * The configured list files that could not be read as the tables were
+   * loaded. The engine starts without them (each list stays empty, its signal
+   * off, until the file can be read: the workers look again at most once a
+   * second while evaluations come in), so the operator needs telling.
+   */
+  unreadableLists: UnreadableList[];
+}
+
+/** A configured list file that cannot be read, named by the setting that points at it. */
+export interface UnreadableList {
+  variable: "FRAUD_TOR_EXIT_LIST" | "FRAUD_DATACENTER_RANGES";
+  path: string;
+  error: string;
+}
+
+const LIST_VARIABLES = { torExits: "FRAUD_TOR_EXIT_LIST", datacenterRanges: "FRAUD_DATACENTER_RANGES" } as const;
+
+function unreadable(errors: ListError[]): UnreadableList[] {
+  return errors.map(({ list, path, error }) => ({ variable: LIST_VARIABLES[list], path, error }));
 }
 
 /**
@@ -17,15 +36,20 @@ export interface LoadedReference {
  */
 export async function loadSharedReference(options: ReferenceDataOptions): Promise<LoadedReference> {
   const snapshot = ReferenceData.fromSnapshot(options);
-  if (snapshot) return { shared: snapshot.toShared(), source: "snapshot" };
+  if (snapshot) return { shared: snapshot.toShared(), source: "snapshot", unreadableLists: unreadable(snapshot.listErrors()) };
   return new Promise((resolve, reject) => {
     // A small young generation: the parser's garbage is short-lived, and this bounds the start-up peak.
     const worker = new Worker(new URL("./reference-loader-worker.mjs", import.meta.url), {
       workerData: options,
       resourceLimits: { maxYoungGenerationSizeMb: 4 },
     });
-    worker.once("message", (built: { shared: SharedReferenceData; snapshotError: string | undefined }) => {
-      resolve({ shared: built.shared, source: "built", ...(built.snapshotError !== undefined && { snapshotError: built.snapshotError }) });
+    worker.once("message", (built: { shared: SharedReferenceData; snapshotError: string | undefined; listErrors: ListError[] }) => {
+      resolve({
+        shared: built.shared,
+        source: "built",
+        ...(built.snapshotError !== undefined && { snapshotError: built.snapshotError }),
+        unreadableLists: unreadable(built.listErrors),
+      });
       void worker.terminate();
     });
     worker.once("error", reject);
@@ -33,31 +57,4 @@ export async function loadSharedReference(options: ReferenceDataOptions): Promis
       if (code !== 0) reject(new Error(`reference data loader exited with code ${code}`));
     });
   });
-}
-
-/** A configured list file that cannot be read. */
-export interface UnreadableList {
-  variable: "FRAUD_TOR_EXIT_LIST" | "FRAUD_DATACENTER_RANGES";
-  path: string;
-  error: string;
-}
-
-/**
- * The configured list files that cannot be read now, read as the engine
- * reads them. The engine starts without them (each list stays empty, its
- * signal off, until the file can be read: the workers look again at most once
- * a second while evaluations come in), so the operator needs telling.
- */
-export function unreadableLists(options: ReferenceDataOptions): UnreadableList[] {
-  const lists = [
-    { variable: "FRAUD_TOR_EXIT_LIST", path: options.torExitListPath },
-    { variable: "FRAUD_DATACENTER_RANGES", path: options.datacenterRangesPath },
-  ] as const;
-  const problems: UnreadableList[] = [];
-  for (const { variable, path } of lists) {
-    if (path === undefined) continue;
-    const error = new ReloadableFile(path, () => true, false).lastError;
-    if (error !== null) problems.push({ variable, path, error });
-  }
-  return problems;
 }

@@ -35,6 +35,13 @@ export interface ReferenceDataOptions {
   snapshotDir?: string | undefined;
 }
 
+/** A list file whose last read failed. */
+export interface ListError {
+  list: "torExits" | "datacenterRanges";
+  path: string;
+  error: string;
+}
+
 /** Structured-cloneable form for workerData; the typed arrays share memory. */
 export interface SharedReferenceData extends ReferenceTables {
   readonly torExitListPath: string | undefined;
@@ -154,6 +161,16 @@ export class ReferenceData {
   /** Bytes held in SharedArrayBuffers (shared by all threads). */
   get sharedByteLength(): number {
     return this.geo.byteLength + this.disposableDomains.byteLength;
+  }
+
+  /** The list files whose last read failed, and why (a list that cannot be read stays as it was: empty at start). */
+  listErrors(): ListError[] {
+    const errors: ListError[] = [];
+    for (const list of ["torExits", "datacenterRanges"] as const) {
+      const { path, lastError } = this[list];
+      if (path !== undefined && lastError !== null) errors.push({ list, path, error: lastError });
+    }
+    return errors;
   }
 
   /** Re-reads the Tor and datacenter lists if their files changed; one stat() each otherwise. */
