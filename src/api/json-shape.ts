@@ -13,10 +13,10 @@ export function jsonShapeViolations(desc: DescMessage, json: Record<string, Json
 }
 
 /**
- * A field's JSON path is only written out when something is wrong with it:
- * every request body goes through here, and nearly all of them are right.
+ * A field's JSON path travels as its parent's prefix ("device.") and its own
+ * name ("screen", "languages[2]"), joined only when something is wrong with
+ * it: every request body goes through here, and nearly all of them are right.
  */
-type Path = () => string;
 
 /** Each message's fields by the names JSON may use for them (jsonName and the proto name). */
 const fieldsByJsonKey = new WeakMap<DescMessage, Map<string, DescField>>();
@@ -43,82 +43,82 @@ function checkObject(desc: DescMessage, json: Record<string, JsonValue>, prefix:
     }
     const value = json[key] as JsonValue;
     if (value === null) continue; // null means "not set" in protobuf JSON
-    checkField(field, value, () => prefix + key, out);
+    checkField(field, value, prefix, key, out);
   }
 }
 
-function checkField(field: DescField, value: JsonValue, path: Path, out: Violation[]): void {
+function checkField(field: DescField, value: JsonValue, prefix: string, name: string, out: Violation[]): void {
   switch (field.fieldKind) {
     case "list":
       if (!Array.isArray(value)) {
-        out.push({ field: path(), description: "must be an array" });
+        out.push({ field: prefix + name, description: "must be an array" });
         return;
       }
       for (let i = 0; i < value.length; i++) {
-        if (field.listKind === "message") checkMessage(field.message, value[i] as JsonValue, () => `${path()}[${i}]`, out);
-        else if (field.listKind === "scalar") checkScalar(field.scalar, value[i] as JsonValue, () => `${path()}[${i}]`, out);
+        if (field.listKind === "message") checkMessage(field.message, value[i] as JsonValue, prefix, `${name}[${i}]`, out);
+        else if (field.listKind === "scalar") checkScalar(field.scalar, value[i] as JsonValue, prefix, `${name}[${i}]`, out);
       }
       return;
     case "map":
-      if (typeof value !== "object" || Array.isArray(value)) out.push({ field: path(), description: "must be an object" });
+      if (typeof value !== "object" || Array.isArray(value)) out.push({ field: prefix + name, description: "must be an object" });
       return;
     case "message":
-      checkMessage(field.message, value, path, out);
+      checkMessage(field.message, value, prefix, name, out);
       return;
     case "scalar":
-      checkScalar(field.scalar, value, path, out);
+      checkScalar(field.scalar, value, prefix, name, out);
       return;
     case "enum":
-      if (typeof value !== "string" && typeof value !== "number") out.push({ field: path(), description: "must be a string" });
+      if (typeof value !== "string" && typeof value !== "number") out.push({ field: prefix + name, description: "must be a string" });
       return;
   }
 }
 
-function checkMessage(desc: DescMessage, value: JsonValue, path: Path, out: Violation[]): void {
+function checkMessage(desc: DescMessage, value: JsonValue, prefix: string, name: string, out: Violation[]): void {
   if (desc.typeName === "google.protobuf.Value") return; // any JSON value
   if (desc.typeName === "google.protobuf.Timestamp") {
     if (typeof value !== "string" || !isTimestamp(value)) {
-      out.push({ field: path(), description: "must be an RFC 3339 timestamp such as 2026-01-02T03:04:05Z" });
+      out.push({ field: prefix + name, description: "must be an RFC 3339 timestamp such as 2026-01-02T03:04:05Z" });
     }
     return;
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    out.push({ field: path(), description: "must be an object" });
+    out.push({ field: prefix + name, description: "must be an object" });
     return;
   }
   if (desc.typeName.startsWith("google.protobuf.")) return; // Struct and friends: any object
-  checkObject(desc, value, `${path()}.`, out);
+  checkObject(desc, value, `${prefix}${name}.`, out);
 }
 
-function checkScalar(scalar: ScalarType, value: JsonValue, path: Path, out: Violation[]): void {
+function checkScalar(scalar: ScalarType, value: JsonValue, prefix: string, name: string, out: Violation[]): void {
   switch (scalar) {
     case ScalarType.STRING:
     case ScalarType.BYTES:
-      if (typeof value !== "string") out.push({ field: path(), description: "must be a string" });
+      if (typeof value !== "string") out.push({ field: prefix + name, description: "must be a string" });
       return;
     case ScalarType.BOOL:
-      if (typeof value !== "boolean") out.push({ field: path(), description: "must be true or false" });
+      if (typeof value !== "boolean") out.push({ field: prefix + name, description: "must be true or false" });
       return;
     default: {
       // Protobuf JSON also accepts numbers as strings (64-bit integers need it).
       const numeric = typeof value === "number" || (typeof value === "string" && value.trim() !== "" && Number.isFinite(Number(value)));
       if (!numeric) {
-        out.push({ field: path(), description: "must be a number" });
+        out.push({ field: prefix + name, description: "must be a number" });
         return;
       }
       // A JSON number too large for a double (1e400) parses as Infinity.
       if (!Number.isFinite(Number(value))) {
-        out.push({ field: path(), description: "must be a finite number" });
+        out.push({ field: prefix + name, description: "must be a finite number" });
         return;
       }
       const range = INTEGER_RANGES.get(scalar);
       if (range === undefined) return;
       if (!Number.isInteger(Number(value))) {
-        out.push({ field: path(), description: "must be a whole number" });
+        out.push({ field: prefix + name, description: "must be a whole number" });
         return;
       }
       const [min, max] = range;
-      if (!withinRange(value, min, max)) out.push({ field: path(), description: `must be between ${min} and ${max}` });
+      if (!withinRange(value, min, max)) out.push({ field: prefix + name, description: `must be between ${min} and ${max}` });
     }
   }
 }
