@@ -24,6 +24,8 @@ const DEFAULT_OPTIONS: CheckpointerOptions = { intervalMs: 200, restartAboveFram
  */
 export class Checkpointer {
   private readonly worker: Worker;
+  /** Settles when the thread has ended, however it ended. */
+  private readonly exited: Promise<void>;
 
   constructor(db: Db, dataDir: string, logger: Logger, options: CheckpointerOptions = DEFAULT_OPTIONS) {
     db.pragma("wal_autocheckpoint = 0");
@@ -40,8 +42,6 @@ export class Checkpointer {
     this.worker.on("error", (error) => logger.log("error", "the WAL checkpointer thread failed; checkpoints stop until restart", { error: String(error) }));
     this.exited = new Promise((resolve) => this.worker.once("exit", () => resolve()));
   }
-
-  private readonly exited: Promise<void>;
 
   /** Final checkpoint, then the thread ends (at once if it already has). */
   stop(): Promise<void> {
