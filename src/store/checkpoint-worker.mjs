@@ -5,10 +5,8 @@
 import { parentPort, workerData } from "node:worker_threads";
 import Database from "./sqlite-driver.cjs";
 
-const { file, intervalMs, restartAboveFrames } = workerData;
-/** A pass that finds fewer new frames than this leaves little for the write lock to wait on. */
-const FEW_FRAMES = 32;
-/** Passes before the restart is tried anyway. */
+const { file, intervalMs, restartAboveFrames, forceRestartAboveFrames } = workerData;
+/** Passes per tick looking for a moment when the WAL is wholly copied. */
 const MAX_PASSES = 8;
 
 const db = new Database(file);
@@ -16,10 +14,16 @@ const db = new Database(file);
 // copies what it can now, and the next tick tries again.
 db.pragma("busy_timeout = 0");
 
+/** One PASSIVE pass: copies what no reader still needs, never blocks anyone. */
+function passive() {
+  const [{ log, checkpointed }] = db.pragma("wal_checkpoint(PASSIVE)");
+  return { log, checkpointed };
+}
+
 function checkpoint() {
   try {
-    const [{ log }] = db.pragma("wal_checkpoint(PASSIVE)");
-    if (log > restartAboveFrames) startOver(log);
+    const pass = passive();
+    if (pass.log > restartAboveFrames) startOver(pass);
   } catch (error) {
     parentPort?.postMessage({ error: String(error) });
   }
@@ -29,24 +33,33 @@ function checkpoint() {
 /**
  * SQLite starts the WAL over only when a write begins after a checkpoint has
  * copied every frame and no reader still reads from the WAL. Under constant
- * writes a PASSIVE pass never gets there (commits land while it copies and
- * fsyncs), and the file would grow without end. So past the limit, passes
- * repeat, each copying what was committed during the one before, until one
- * finds few new frames; then a RESTART checkpoint copies the rest holding the
- * write lock, with its two fsyncs (writers wait up to a few milliseconds), and
- * starts the WAL over. With a
- * writer or reader active at that moment it copies what it can and gives up,
- * and the next tick tries again. The file keeps its largest size and is reused.
+ * writes a PASSIVE pass rarely gets there (commits land while it copies and
+ * fsyncs), and the file would grow without end.
+ *
+ * A RESTART checkpoint gets there by holding the write lock while it copies
+ * what is left, with an fsync of the WAL and one of the database: 7 to 35 ms
+ * of stalled commits on the development machine, however few the frames,
+ * since the fsyncs dominate (docs/benchmarks.md). So past the limit, passes
+ * repeat until one finds nothing committed since the pass before and all of
+ * it copied, a moment between two commits: a RESTART then has nothing to copy
+ * or sync, holds the lock for microseconds, and makes sure the next commit
+ * starts the WAL over (SQLite would do that itself at such a moment, but not
+ * when a reader that began earlier is still reading). Without such a moment
+ * in this tick the next tick looks again; only past the hard limit does the
+ * RESTART copy and sync under the lock. With a writer or reader active at
+ * that moment it copies what it can and gives up, and the next tick tries
+ * again. The file keeps its largest size and is reused.
  */
-function startOver(log) {
-  let last = log;
-  for (let pass = 0; pass < MAX_PASSES; pass++) {
-    const [{ log: now }] = db.pragma("wal_checkpoint(PASSIVE)");
-    const fresh = now - last;
-    last = now;
-    if (fresh < FEW_FRAMES) break;
+function startOver(first) {
+  let pass = first;
+  let quiet = false;
+  for (let n = 1; n < MAX_PASSES && !quiet; n++) {
+    const before = pass.log;
+    pass = passive();
+    // Nothing committed since the pass before, and all of it copied.
+    quiet = pass.log === before && pass.checkpointed === pass.log;
   }
-  db.pragma("wal_checkpoint(RESTART)");
+  if (quiet || pass.log > forceRestartAboveFrames) db.pragma("wal_checkpoint(RESTART)");
 }
 
 let timer = setTimeout(checkpoint, intervalMs);

@@ -7,15 +7,22 @@ export interface CheckpointerOptions {
   /** How often the WAL is checkpointed into the database file. */
   intervalMs: number;
   /**
-   * Past this many frames the checkpointer starts the WAL over (checkpoint-worker.mjs), holding writers for
-   * up to a few milliseconds each time: rarely enough to leave latency percentiles alone, often enough to
-   * bound the file (docs/benchmarks.md).
+   * Past this many frames the checkpointer starts the WAL over (checkpoint-worker.mjs) at the first moment
+   * it finds it wholly copied, which holds writers for microseconds.
    */
   restartAboveFrames: number;
+  /**
+   * Past this many, it starts over even without such a moment, holding writers while it copies the rest and
+   * syncs (milliseconds to tens of them): what bounds the file when commits never pause (docs/benchmarks.md).
+   */
+  forceRestartAboveFrames: number;
 }
 
-/** 65,536 frames of 4 KiB pages: the WAL starts over at about 256 MiB, every 2 to 3 s at 1,000 decides a second. */
-const DEFAULT_OPTIONS: CheckpointerOptions = { intervalMs: 200, restartAboveFrames: 65_536 };
+/**
+ * Frames of 4 KiB pages: past about 256 MiB (2 to 3 s at 1,000 decides a second) the WAL starts over at the
+ * next moment between two commits, and past 512 MiB whatever it costs the writers.
+ */
+const DEFAULT_OPTIONS: CheckpointerOptions = { intervalMs: 200, restartAboveFrames: 65_536, forceRestartAboveFrames: 131_072 };
 
 /**
  * Checkpoints the WAL from a background thread. SQLite's automatic checkpoint
