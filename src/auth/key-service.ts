@@ -2,7 +2,7 @@ import type { AuditActor, AuditFields } from "../audit/entry.js";
 import type { AuditTrail } from "../audit/log.js";
 import type { Clock } from "../clock.js";
 import { newId } from "../ids.js";
-import type { ApiKeyRecord, ApiKeyRepository } from "../store/api-keys.js";
+import type { ApiKeyRecord, ApiKeyRepository, ApiKeyWithAccount } from "../store/api-keys.js";
 import type { AccountRepository, Account } from "../store/accounts.js";
 import {
   ALL_PERMISSIONS,
@@ -48,6 +48,13 @@ export class KeyError extends Error {}
  * `actor` (fraudctl's user, or the service itself) as its author.
  */
 export class KeyService {
+  /**
+   * The principal of each key record the repository holds in its cache, built once rather than per call
+   * (a set of permissions and the parsed rate-limit overrides). A change to any key gives the repository new
+   * records, and so new principals; expiry and revocation are still checked on every call.
+   */
+  private readonly principals = new WeakMap<ApiKeyWithAccount, Principal>();
+
   constructor(
     private readonly accounts: AccountRepository,
     private readonly keys: ApiKeyRepository,
@@ -158,17 +165,22 @@ export class KeyService {
     const now = this.clock.now();
     if (record.revokedAt !== undefined && record.revokedAt <= now) return undefined;
     if (record.expiresAt !== undefined && record.expiresAt <= now) return undefined;
-    const permissions =
-      record.permissions ?? (record.kind === "publishable" ? PUBLISHABLE_PERMISSIONS : ALL_PERMISSIONS);
-    return {
-      accountId: record.accountId,
-      environment: record.environment,
-      keyId: record.id,
-      kind: record.kind,
-      permissions: new Set(permissions),
-      keyLast4: record.last4,
-      rateLimitOverrides: JSON.parse(record.accountRateLimitOverrides) as Record<string, number>,
-    };
+    let principal = this.principals.get(record);
+    if (!principal) {
+      const permissions =
+        record.permissions ?? (record.kind === "publishable" ? PUBLISHABLE_PERMISSIONS : ALL_PERMISSIONS);
+      principal = {
+        accountId: record.accountId,
+        environment: record.environment,
+        keyId: record.id,
+        kind: record.kind,
+        permissions: new Set(permissions),
+        keyLast4: record.last4,
+        rateLimitOverrides: JSON.parse(record.accountRateLimitOverrides) as Record<string, number>,
+      };
+      this.principals.set(record, principal);
+    }
+    return principal;
   }
 
   /** The audit entry of a change to a key: never the key, only its id and last 4 characters. */
