@@ -301,14 +301,15 @@ function convertQueryValue(field: DescField, raw: string): JsonValue {
   return raw;
 }
 
-function depthExceeds(value: unknown, max: number): boolean {
-  const stack: Array<[unknown, number]> = [[value, 1]];
-  while (stack.length > 0) {
-    const [current, depth] = stack.pop() as [unknown, number];
-    if (typeof current !== "object" || current === null) continue;
-    if (depth > max) return true;
-    for (const child of Object.values(current)) stack.push([child, depth + 1]);
+/** Whether the parsed body nests objects or arrays deeper than `max`; recurses at most `max + 1` deep. */
+function depthExceeds(value: unknown, max: number, depth = 1): boolean {
+  if (typeof value !== "object" || value === null) return false;
+  if (depth > max) return true;
+  if (Array.isArray(value)) {
+    for (const child of value) if (depthExceeds(child, max, depth + 1)) return true;
+    return false;
   }
+  for (const key in value) if (depthExceeds((value as Record<string, unknown>)[key], max, depth + 1)) return true;
   return false;
 }
 
