@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 
 /** A value that survives a JSON round trip unchanged. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
@@ -164,6 +164,7 @@ function write(value: unknown, out: Pieces): void {
   out.add("}");
 }
 
+/** One-shot (no Hash object to build and collect): this runs for every decision's evidence. */
 export function sha256Hex(text: string | Buffer): string {
-  return createHash("sha256").update(text).digest("hex");
+  return hash("sha256", text, "hex");
 }

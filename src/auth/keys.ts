@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from "node:crypto";
+import { hash, timingSafeEqual } from "node:crypto";
 import { randomBase62 } from "../ids.js";
 
 export type Environment = "test" | "live";
@@ -64,7 +64,7 @@ export function parseKeyShape(key: string): KeyShape | undefined {
 
 /** SHA-256 of the whole key: what the database stores instead of the key. */
 export function hashKey(key: string): Buffer {
-  return createHash("sha256").update(key, "utf8").digest();
+  return hash("sha256", key, "buffer");
 }
 
 /** Constant-time comparison of a stored hex hash with a computed one. */

@@ -5,7 +5,7 @@
 // the canonical string with a per-account secret; deviceHash is unkeyed and
 // only meant for display and grouping.
 
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { computeUserAgentSignals } from "./signals/user-agent.js";
 import type { DeviceInput } from "./types.js";
 
@@ -42,6 +42,6 @@ export function deviceFingerprint(device: DeviceInput | undefined, userAgent: st
     maxTouchPoints: input.touchSupport?.maxTouchPoints ?? null,
   };
   const canonical = JSON.stringify(stable);
-  const deviceHash = createHash("sha256").update(canonical).digest("hex").slice(0, DEVICE_HASH_LENGTH);
+  const deviceHash = hash("sha256", canonical, "hex").slice(0, DEVICE_HASH_LENGTH);
   return { canonical, deviceHash };
 }
