@@ -18,10 +18,10 @@ export function jsonShapeViolations(desc: DescMessage, json: Record<string, Json
  * it: every request body goes through here, and nearly all of them are right.
  */
 
-/** Each message's fields by the names JSON may use for them (jsonName and the proto name). */
+/** Each message's fields by the names JSON may use for them (jsonName and the proto name); json-decode.ts shares it. */
 const fieldsByJsonKey = new WeakMap<DescMessage, Map<string, DescField>>();
 
-function fieldsOf(desc: DescMessage): Map<string, DescField> {
+export function fieldsByJsonName(desc: DescMessage): ReadonlyMap<string, DescField> {
   let fields = fieldsByJsonKey.get(desc);
   if (fields === undefined) {
     fields = new Map();
@@ -34,7 +34,7 @@ function fieldsOf(desc: DescMessage): Map<string, DescField> {
 }
 
 function checkObject(desc: DescMessage, json: Record<string, JsonValue>, prefix: string, out: Violation[]): void {
-  const fields = fieldsOf(desc);
+  const fields = fieldsByJsonName(desc);
   for (const key in json) {
     const field = fields.get(key);
     if (!field) {

@@ -17,6 +17,7 @@ import { ResponseShape } from "../../gen/fraud/v1/options_pb.js";
 import type { CallContext } from "../api/context.js";
 import { allContracts, type MethodContract } from "../api/contract.js";
 import { apiError, describeError } from "../api/errors.js";
+import { decodePlainJson } from "../api/json-decode.js";
 import { jsonShapeViolations } from "../api/json-shape.js";
 import type { UnaryInvoker } from "../api/unary-invoker.js";
 import { invalidRequest } from "../api/validation.js";
@@ -322,10 +323,13 @@ function writeJson(res: NodeResponse, status: number, text: string): void {
   res.end(text);
 }
 
-/** The request message from its checked JSON, failing as Connect JSON fails on input it cannot decode. */
+/**
+ * The request message from its checked JSON (plain bodies without protobuf-es's reflection, json-decode.ts),
+ * failing as Connect JSON fails on input it cannot decode.
+ */
 function decodeInput(schema: DescMessage, input: JsonObject) {
   try {
-    return fromJson(schema, input, { ignoreUnknownFields: true });
+    return decodePlainJson(schema, input) ?? fromJson(schema, input, { ignoreUnknownFields: true });
   } catch (error) {
     throw ConnectError.from(error, Code.InvalidArgument);
   }

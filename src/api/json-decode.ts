@@ -1,0 +1,94 @@
+import { create, ScalarType, type DescField, type DescMessage, type JsonObject, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
+import { fieldsByJsonName } from "./json-shape.js";
+
+/**
+ * Protobuf JSON to a message for the plain request bodies nearly every call
+ * sends: strings, booleans, 32-bit integers and doubles as JSON numbers,
+ * nested messages, lists of those, and google.protobuf.Struct objects.
+ * protobuf-es's `fromJson` decodes through its reflection API, which cost
+ * about a tenth of the request thread's time under analyze load
+ * (docs/benchmarks.md).
+ *
+ * Anything else (enums, 64-bit integers, bytes, floats, numbers written as
+ * strings, maps, oneofs, other well-known types, a field given twice under
+ * its two names) answers `undefined`, and the caller decodes with `fromJson`,
+ * so every result is exactly what `fromJson` gives; test/json-decode.test.ts
+ * compares the two. Bodies reach here after the JSON shape check.
+ */
+export function decodePlainJson<Desc extends DescMessage>(schema: Desc, json: JsonObject): MessageShape<Desc> | undefined {
+  return decodeMessage(schema, json) as MessageShape<Desc> | undefined;
+}
+
+function decodeMessage(schema: DescMessage, json: JsonObject): Record<string, unknown> | undefined {
+  const message = create(schema) as Record<string, unknown>;
+  const fields = fieldsByJsonName(schema);
+  for (const key in json) {
+    const field = fields.get(key);
+    if (field === undefined) continue; // unknown fields are ignored, as the gateway asks fromJson to
+    if (field.oneof !== undefined) return undefined;
+    // The same field under both its names: fromJson refuses it ("set multiple times").
+    const otherName = key === field.jsonName ? field.name : field.jsonName;
+    if (otherName !== key && Object.hasOwn(json, otherName)) return undefined;
+    const value = json[key] as JsonValue;
+    if (value === null) continue; // not set: create() already holds what fromJson would leave
+    const decoded = decodeField(field, value);
+    if (decoded === undefined) return undefined;
+    message[field.localName] = decoded;
+  }
+  return message;
+}
+
+function decodeField(field: DescField, value: JsonValue): unknown {
+  switch (field.fieldKind) {
+    case "scalar":
+      return plainScalar(field.scalar, value);
+    case "message":
+      return decodeMessageValue(field.message, value);
+    case "list": {
+      if (!Array.isArray(value)) return undefined;
+      const items: unknown[] = [];
+      for (const item of value) {
+        const decoded =
+          field.listKind === "scalar" ? plainScalar(field.scalar, item) : field.listKind === "message" && item !== null ? decodeMessageValue(field.message, item) : undefined;
+        if (decoded === undefined) return undefined;
+        items.push(decoded);
+      }
+      return items;
+    }
+    default:
+      return undefined;
+  }
+}
+
+function decodeMessageValue(schema: DescMessage, value: JsonValue): unknown {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined;
+  // protobuf-es holds a Struct field as the JSON object itself; JSON.parse made this one, nothing else shares it.
+  if (schema.typeName === "google.protobuf.Struct") return value;
+  if (schema.typeName.startsWith("google.protobuf.")) return undefined;
+  return decodeMessage(schema, value);
+}
+
+const INT32_MIN = -(2 ** 31);
+const INT32_MAX = 2 ** 31 - 1;
+const UINT32_MAX = 2 ** 32 - 1;
+
+/** A scalar in its plain JSON form, or undefined for any other form (which fromJson decides on). */
+function plainScalar(scalar: ScalarType, value: JsonValue): string | number | boolean | undefined {
+  switch (scalar) {
+    case ScalarType.STRING:
+      return typeof value === "string" ? value : undefined;
+    case ScalarType.BOOL:
+      return typeof value === "boolean" ? value : undefined;
+    case ScalarType.DOUBLE:
+      return typeof value === "number" ? value : undefined;
+    case ScalarType.INT32:
+    case ScalarType.SINT32:
+    case ScalarType.SFIXED32:
+      return typeof value === "number" && Number.isInteger(value) && value >= INT32_MIN && value <= INT32_MAX ? value : undefined;
+    case ScalarType.UINT32:
+    case ScalarType.FIXED32:
+      return typeof value === "number" && Number.isInteger(value) && value >= 0 && value <= UINT32_MAX ? value : undefined;
+    default:
+      return undefined;
+  }
+}
