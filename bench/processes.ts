@@ -90,6 +90,36 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
 }
 
+/**
+ * CPU seconds of each of the service's threads so far, by role: the main
+ * thread ("request": HTTP, the gateway, authentication, policies), the threads
+ * the service names (src/observability/thread-name.cjs: "engine", "writer",
+ * "wal", ...), and "other" for the rest (V8's garbage-collection helpers,
+ * libuv's pool). A thread that ended is no longer counted.
+ */
+function threadCpuSeconds(pid: number): Map<string, number> {
+  const byRole = new Map<string, number>();
+  let tids: string[];
+  try {
+    tids = fs.readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return byRole;
+  }
+  for (const tid of tids) {
+    let stat: string;
+    try {
+      stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+    } catch {
+      continue; // ended meanwhile
+    }
+    const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+    const role = tid === String(pid) ? "request" : name.startsWith("fraud-") ? name.slice("fraud-".length) : "other";
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    byRole.set(role, (byRole.get(role) ?? 0) + (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND);
+  }
+  return byRole;
+}
+
 /** Busy CPU seconds of the whole machine, summed over all CPUs (/proc/stat: everything but idle and iowait). */
 function machineBusySeconds(): number {
   const line = fs.readFileSync("/proc/stat", "utf8").split("\n", 1)[0] ?? "";
@@ -110,6 +140,8 @@ export interface ResourceUsage {
   serverCpuUsPerRequest: number;
   /** Server CPU over the measured window; 100 = one core busy. */
   serverCpuPercent: number;
+  /** The same, split by the server's threads (threadCpuSeconds); empty for a server without named threads. */
+  serverCpuUsByThread: Record<string, number>;
   /** Highest server resident set size seen during the run, warm-up included. */
   serverPeakRssMb: number;
   /** The benchmark process itself (the load generator); near 100 means the client, not the server, may be the limit. */
@@ -124,6 +156,8 @@ interface CpuSnapshot {
   wall: number;
   /** CPU seconds used so far by the server, by this process and by the whole machine. */
   server: number;
+  /** The server's CPU seconds by thread role. */
+  threads: Map<string, number>;
   client: number;
   machine: number;
 }
@@ -168,7 +202,13 @@ export class ResourceSampler {
     } catch {
       // Gone: see sampleRss.
     }
-    return { wall: performance.now(), server: this.lastServerCpu, client: (client.user + client.system) / 1e6, machine: machineBusySeconds() };
+    return {
+      wall: performance.now(),
+      server: this.lastServerCpu,
+      threads: threadCpuSeconds(this.pid),
+      client: (client.user + client.system) / 1e6,
+      machine: machineBusySeconds(),
+    };
   }
 
   finish(requests: number): ResourceUsage {
@@ -178,8 +218,16 @@ export class ResourceSampler {
     const serverSeconds = this.end.server - this.start.server;
     const clientSeconds = this.end.client - this.start.client;
     const otherSeconds = this.end.machine - this.start.machine - serverSeconds - clientSeconds;
+    const byThread: Record<string, number> = {};
+    // Only a service with named threads is worth splitting; an echo server is all "request".
+    if ([...this.end.threads.keys()].some((role) => role !== "request" && role !== "other")) {
+      for (const [role, seconds] of this.end.threads) {
+        byThread[role] = requests === 0 ? 0 : ((seconds - (this.start.threads.get(role) ?? 0)) * 1e6) / requests;
+      }
+    }
     return {
       serverCpuUsPerRequest: requests === 0 ? 0 : (serverSeconds * 1e6) / requests,
+      serverCpuUsByThread: byThread,
       serverCpuPercent: (100 * serverSeconds) / wallSeconds,
       serverPeakRssMb: this.peakKb / 1024,
       clientCpuPercent: (100 * clientSeconds) / wallSeconds,

@@ -119,6 +119,35 @@ export function protocolTable(runs: readonly RunRecord[]): string | undefined {
 
 const signed = (n: number): string => `${n >= 0 ? "+" : ""}${n.toFixed(0)}`;
 
+/** Known thread roles first, in the order a decide passes through them; unknown ones after, "other" last. */
+const THREAD_ORDER = ["request", "engine", "writer", "wal"];
+
+/**
+ * The service's CPU per request split by thread (bench/processes.ts). For
+ * decide, the writer and wal columns are what durability costs in CPU: the
+ * decision, evidence and outbox rows committed before the answer, the audit
+ * entry, case and follow-up after it, and the WAL checkpoints.
+ */
+export function threadTable(runs: readonly RunRecord[]): string | undefined {
+  const split = runs.filter((r) => Object.keys(r.resources.serverCpuUsByThread).length > 0);
+  if (split.length === 0) return undefined;
+  const seen = new Set(split.flatMap((r) => Object.keys(r.resources.serverCpuUsByThread)));
+  const roles = [
+    ...THREAD_ORDER.filter((role) => seen.has(role)),
+    ...[...seen].filter((role) => !THREAD_ORDER.includes(role) && role !== "other").sort(),
+    ...(seen.has("other") ? ["other"] : []),
+  ];
+  return table(
+    ["run", ...roles, "writer + wal share"],
+    split.map((r) => {
+      const us = r.resources.serverCpuUsByThread;
+      const total = Object.values(us).reduce((sum, n) => sum + n, 0);
+      const durable = (us.writer ?? 0) + (us.wal ?? 0);
+      return [r.id, ...roles.map((role) => (us[role] ?? 0).toFixed(0)), total > 0 ? pct(durable / total) : ""];
+    }),
+  );
+}
+
 export function errorReport(runs: readonly RunRecord[]): string | undefined {
   const lines: string[] = [];
   for (const run of runs) {

@@ -41,6 +41,7 @@ import { ResourceSampler, assertRunning, killAllNow, runToCompletion, startServe
 import {
   errorReport,
   protocolTable,
+  threadTable,
   runsTable,
   verdictTable,
   verdicts,
@@ -433,6 +434,13 @@ async function main(): Promise<number> {
   if (runs.length > 0) sections.push("Load runs (latency in ms over every answer; srv = the process answering)", runsTable(runs));
   const protocols = protocolTable(runs);
   if (protocols) sections.push("Decide overhead per protocol (server CPU per request; baseline = bare echo of the same transport)", protocols);
+  const threads = threadTable(runs);
+  if (threads) {
+    sections.push(
+      "Service CPU per request by thread, µs (request: HTTP, gateway, policies; engine: signals and score; writer: the durable write and what follows the answer; wal: checkpoints; other: GC helpers, libuv)",
+      threads,
+    );
+  }
   if (service) {
     sections.push(`Service memory: ${service.idleRssMb.toFixed(0)} MB resident when idle, ${service.lifetimePeakRssMb.toFixed(0)} MB peak over its lifetime (VmHWM)`);
   }

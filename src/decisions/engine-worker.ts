@@ -10,6 +10,7 @@ import {
   scoreSignals,
   type SharedReferenceData,
 } from "../engine/index.js";
+import { nameThread } from "../observability/thread-name.cjs";
 import { openDatabase } from "../store/database.js";
 import { ConsortiumRepository } from "../store/consortium.js";
 import { GraphRepository } from "../store/graph.js";
@@ -23,9 +24,12 @@ export interface EngineWorkerData {
   dataDir: string;
   /** Fault injection for tests: extra latency before every store read. */
   storeLatencyMs: number;
+  /** The pool the thread serves, for its name: decide and analyze evaluations, or policy backtests. */
+  role: "engine" | "backtest";
 }
 
 const config = workerData as EngineWorkerData;
+nameThread(`fraud-${config.role}`);
 const reference = ReferenceData.fromShared(config.reference);
 const db = openDatabase(config.dataDir, { readonly: true });
 const history = new HistoryRepository(db);

@@ -53,7 +53,7 @@ export class DecisionEngine {
       for (const list of unreadableLists) {
         options.logger.log("warn", "cannot read a list file: its signal stays off until the file can be read", { ...list });
       }
-      const workerData: EngineWorkerData = { reference, dataDir: options.dataDir, storeLatencyMs: options.storeLatencyMs ?? 0 };
+      const workerData: Omit<EngineWorkerData, "role"> = { reference, dataDir: options.dataDir, storeLatencyMs: options.storeLatencyMs ?? 0 };
       const filename = new URL("./engine-worker-entry.mjs", import.meta.url).href;
       return {
         engine: new EngineBatches(options.threads, new Piscina({
@@ -64,11 +64,11 @@ export class DecisionEngine {
           idleTimeout: Number.POSITIVE_INFINITY,
           // A backstop: EngineBatches bounds the evaluations themselves (a task here is a batch of them).
           maxQueue: 4096,
-          workerData,
+          workerData: { ...workerData, role: "engine" } satisfies EngineWorkerData,
           // Tasks are small and short-lived: a small young generation keeps each thread's footprint down.
           resourceLimits: { maxYoungGenerationSizeMb: 8 },
         })),
-        backtests: new Piscina({ filename, minThreads: 0, maxThreads: 1, idleTimeout: 60_000, maxQueue: 16, workerData }),
+        backtests: new Piscina({ filename, minThreads: 0, maxThreads: 1, idleTimeout: 60_000, maxQueue: 16, workerData: { ...workerData, role: "backtest" } satisfies EngineWorkerData }),
       };
     });
     // A failure surfaces to the callers that await the pools; it must not also crash the process unobserved.

@@ -3,11 +3,13 @@
 // then what follows them (decision-store.ts).
 import { parentPort, workerData } from "node:worker_threads";
 import { AuditSigner } from "../audit/signer.js";
+import { nameThread } from "../observability/thread-name.cjs";
 import { openDatabase } from "../store/database.js";
 import { DecisionStore } from "./decision-store.js";
 import type { WriterReply, WriterRequest, WriterWorkerData } from "./writer.js";
 
 const { dataDir, crashOnBatch } = workerData as WriterWorkerData;
+nameThread("fraud-writer");
 const db = openDatabase(dataDir);
 // Checkpoints are the checkpointer thread's (store/checkpointer.ts). Left on, SQLite would run one inside
 // whichever of this connection's commits crossed 1,000 WAL pages, fsync included, and every decide of the

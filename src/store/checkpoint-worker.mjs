@@ -4,8 +4,10 @@
 // and runs in a worker thread without a TypeScript loader.
 import { parentPort, workerData } from "node:worker_threads";
 import Database from "./sqlite-driver.cjs";
+import { nameThread } from "../observability/thread-name.cjs";
 
 const { file, intervalMs, restartAboveFrames, forceRestartAboveFrames } = workerData;
+nameThread("fraud-wal");
 /** Passes per tick looking for a moment when the WAL is wholly copied. */
 const MAX_PASSES = 8;
 
