@@ -15,7 +15,18 @@ import { apiError } from "./errors.js";
 export type Violation = Pick<FieldViolation, "field" | "description">;
 
 type Fields = Record<string, unknown>;
-type Check = (message: Fields, path: string, out: Violation[]) => void;
+/**
+ * A compiled check of one message. `prefix` is the JSON path of the message
+ * ("device.", or "" for the body); a field's own path is joined to it only
+ * when the field breaks a rule, since every request comes through here and
+ * nearly all of them break none.
+ */
+type Check = (message: Fields, prefix: string, out: Violation[]) => void;
+
+/** A list item's path, or the field's own when `index` is -1. */
+function pathOf(prefix: string, name: string, index: number): string {
+  return index < 0 ? prefix + name : `${prefix}${name}[${index}]`;
+}
 
 const compiled = new WeakMap<DescMessage, Check[]>();
 
@@ -94,15 +105,16 @@ function isFloatingPoint(field: DescField): boolean {
  * with or without rules of its own.
  */
 function compileFinite(field: DescField): Check {
+  const name = field.jsonName;
   return (message, prefix, out) => {
     const value = message[field.localName];
-    const path = prefix + field.jsonName;
     if (Array.isArray(value)) {
-      value.forEach((item, index) => {
-        if (typeof item === "number" && !Number.isFinite(item)) out.push({ field: `${path}[${index}]`, description: "must be a finite number" });
-      });
+      for (let index = 0; index < value.length; index++) {
+        const item: unknown = value[index];
+        if (typeof item === "number" && !Number.isFinite(item)) out.push({ field: pathOf(prefix, name, index), description: "must be a finite number" });
+      }
     } else if (typeof value === "number" && !Number.isFinite(value)) {
-      out.push({ field: path, description: "must be a finite number" });
+      out.push({ field: prefix + name, description: "must be a finite number" });
     }
   };
 }
@@ -121,20 +133,28 @@ const MAX_STRUCT_LIST = 100;
 function compileStructValues(field: DescField): Check {
   return (message, prefix, out) => {
     const value = message[field.localName];
-    if (value !== undefined) structValues(value as JsonValue, prefix + field.jsonName, out);
+    if (value !== undefined) structValues(value as JsonValue, prefix, field.jsonName, -1, out);
   };
 }
 
-function structValues(value: JsonValue, path: string, out: Violation[]): void {
+/** Checks one value inside a Struct; its path (parent, key, list index) is joined only to descend or to report. */
+function structValues(value: JsonValue, parent: string, key: string, index: number, out: Violation[]): void {
   if (typeof value === "number") {
-    if (!Number.isFinite(value)) out.push({ field: path, description: "must be a finite number" });
+    if (!Number.isFinite(value)) out.push({ field: pathOf(parent, key, index), description: "must be a finite number" });
   } else if (typeof value === "string") {
-    if (codePointLength(value, MAX_STRUCT_STRING) > MAX_STRUCT_STRING) out.push({ field: path, description: `must be at most ${MAX_STRUCT_STRING} characters` });
+    if (codePointLength(value, MAX_STRUCT_STRING) > MAX_STRUCT_STRING) {
+      out.push({ field: pathOf(parent, key, index), description: `must be at most ${MAX_STRUCT_STRING} characters` });
+    }
   } else if (Array.isArray(value)) {
-    if (value.length > MAX_STRUCT_LIST) out.push({ field: path, description: `must have at most ${MAX_STRUCT_LIST} items` });
-    else value.forEach((item, index) => structValues(item, `${path}[${index}]`, out));
+    if (value.length > MAX_STRUCT_LIST) out.push({ field: pathOf(parent, key, index), description: `must have at most ${MAX_STRUCT_LIST} items` });
+    else {
+      // Items are named "<path>[i]": the list's own path is the prefix of each.
+      const path = pathOf(parent, key, index);
+      for (let i = 0; i < value.length; i++) structValues(value[i] as JsonValue, "", path, i, out);
+    }
   } else if (value !== null && typeof value === "object") {
-    for (const [key, item] of Object.entries(value)) structValues(item, `${path}.${key}`, out);
+    const prefix = `${pathOf(parent, key, index)}.`;
+    for (const child in value) structValues(value[child] as JsonValue, prefix, child, -1, out);
   }
 }
 
@@ -144,13 +164,13 @@ function isWellKnown(desc: DescMessage): boolean {
 }
 
 function compileNested(field: DescField, nested: DescMessage): Check {
+  const name = field.jsonName;
   return (message, prefix, out) => {
     const value = message[field.localName];
-    const path = prefix + field.jsonName;
     if (Array.isArray(value)) {
-      value.forEach((item, index) => runChecks(nested, item as Fields, `${path}[${index}].`, out));
+      for (let index = 0; index < value.length; index++) runChecks(nested, value[index] as Fields, `${pathOf(prefix, name, index)}.`, out);
     } else if (value !== undefined) {
-      runChecks(nested, value as Fields, `${path}.`, out);
+      runChecks(nested, value as Fields, `${prefix}${name}.`, out);
     }
   };
 }
@@ -182,50 +202,50 @@ function compileFieldRules(field: DescField, rules: FieldRules): Check {
   const allowedText = allowedValues.join(", ");
   const format = rules.format;
 
-  const checkValue = (value: unknown, path: string, out: Violation[]) => {
+  const name = field.jsonName;
+  const checkValue = (value: unknown, prefix: string, index: number, out: Violation[]) => {
     if (typeof value === "string") {
       if (value === "") return;
       if (rules.maxLength > 0 && codePointLength(value, rules.maxLength) > rules.maxLength) {
-        out.push({ field: path, description: `must be at most ${rules.maxLength} characters` });
+        out.push({ field: pathOf(prefix, name, index), description: `must be at most ${rules.maxLength} characters` });
       }
       if (allowed && !allowed.has(value)) {
-        out.push({ field: path, description: `must be one of ${allowedText}` });
+        out.push({ field: pathOf(prefix, name, index), description: `must be one of ${allowedText}` });
       }
-      if (rules.prefix.length > 0 && !rules.prefix.some((prefix) => value.startsWith(prefix))) {
-        out.push({ field: path, description: `must start with ${rules.prefix.join(" or ")}` });
+      if (rules.prefix.length > 0 && !rules.prefix.some((start) => value.startsWith(start))) {
+        out.push({ field: pathOf(prefix, name, index), description: `must start with ${rules.prefix.join(" or ")}` });
       }
       if (format !== StringFormat.UNSPECIFIED) {
         const problem = formatProblem(format, value);
-        if (problem) out.push({ field: path, description: problem });
+        if (problem) out.push({ field: pathOf(prefix, name, index), description: problem });
       }
     } else if (typeof value === "number") {
       if (!Number.isFinite(value)) return; // reported once, by compileFinite
       if (rules.min !== undefined && value < rules.min) {
-        out.push({ field: path, description: `must be at least ${rules.min}` });
+        out.push({ field: pathOf(prefix, name, index), description: `must be at least ${rules.min}` });
       }
       if (rules.max !== undefined && value > rules.max) {
-        out.push({ field: path, description: `must be at most ${rules.max}` });
+        out.push({ field: pathOf(prefix, name, index), description: `must be at most ${rules.max}` });
       }
     }
   };
 
   return (message, prefix, out) => {
     const value = message[field.localName];
-    const path = prefix + field.jsonName;
     if (rules.required && !isSet(field, value)) {
-      out.push({ field: path, description: "is required" });
+      out.push({ field: prefix + name, description: "is required" });
       return;
     }
     if (Array.isArray(value)) {
       if (rules.maxLength > 0 && value.length > rules.maxLength) {
-        out.push({ field: path, description: `must have at most ${rules.maxLength} items` });
+        out.push({ field: prefix + name, description: `must have at most ${rules.maxLength} items` });
       }
       if (field.fieldKind === "list" && field.listKind === "scalar") {
-        value.forEach((item, index) => checkValue(item, `${path}[${index}]`, out));
+        for (let index = 0; index < value.length; index++) checkValue(value[index], prefix, index, out);
       }
       return;
     }
-    checkValue(value, path, out);
+    checkValue(value, prefix, -1, out);
   };
 }
 
