@@ -45,7 +45,12 @@ function random(seed: number): () => number {
 }
 
 /** Plain values and the awkward ones fromJson has rules for. */
-const ODD_VALUES: JsonValue[] = [null, "", "x", "42", "-7", "1.5", "1e3", " 3", "NaN", "Infinity", 0, -0, 1, -1, 1.5, 2 ** 31, 2 ** 32, -(2 ** 31) - 1, 1e300, true, false, [], {}, ["a"], [1, null], { a: 1 }, "AAEC", "2026-01-02T03:04:05Z"];
+const ODD_VALUES: JsonValue[] = [
+  null, "", "x", "42", "-7", "1.5", "1e3", " 3", "NaN", "Infinity", 0, -0, 1, -1, 1.5, 2 ** 31, 2 ** 32, -(2 ** 31) - 1, 1e300,
+  // JSON.parse reads 1e400 as Infinity; lone surrogates are not UTF-8; a pair is.
+  Number.POSITIVE_INFINITY, "\ud800", "a\udc00b", "a😀",
+  true, false, [], {}, ["a"], [1, null], { a: 1 }, "AAEC", "2026-01-02T03:04:05Z",
+];
 
 function valueFor(field: DescField, next: () => number, depth: number): JsonValue {
   const pick = <T>(values: readonly T[]): T => values[Math.floor(next() * values.length)] as T;
@@ -110,10 +115,27 @@ describe("decodePlainJson", () => {
       { device: { screen: { width: -0 } } },
       { metadata: { nested: { deeper: [1, "two", null] } } },
       { metadata: [] },
+      { userId: "\ud800", action: "login" },
+      { device: { languages: ["en", "\udc00"] } },
+      { userId: "emoji 😀", metadata: { note: "😀" } },
+      { amount: Number.POSITIVE_INFINITY },
+      { metadata: { big: Number.POSITIVE_INFINITY } },
+      { metadata: { "\ud800": 1 } },
+      { metadata: { list: ["ok", "\udfff"] } },
     ];
     for (const body of cases) expectSameAsFromJson(DecideRequestSchema, body);
     expect(decodePlainJson(DecideRequestSchema, { userId: "a", user_id: "b" })).toBeUndefined();
     expect(decodePlainJson(DecideRequestSchema, { amount: "12.5" })).toBeUndefined();
+    expect(decodePlainJson(DecideRequestSchema, { userId: "\ud800" })).toBeUndefined();
+  });
+
+  it("leaves a Struct holding a __proto__ key to fromJson, which drops the key rather than keep it", () => {
+    // JSON.parse makes "__proto__" an own key; only a body parsed from text has one.
+    const text = '{"userId":"u","metadata":{"a":1,"__proto__":{"isAdmin":true},"n":{"__proto__":{"x":1}}}}';
+    expect(decodePlainJson(DecideRequestSchema, JSON.parse(text) as JsonObject)).toBeUndefined();
+    const decoded = gatewayDecode(DecideRequestSchema, JSON.parse(text) as JsonObject) as { metadata?: JsonObject };
+    expect(decoded).toEqual(fromJson(DecideRequestSchema, JSON.parse(text) as JsonObject, { ignoreUnknownFields: true }));
+    expect(Object.keys(decoded.metadata ?? {})).not.toContain("__proto__");
   });
 
   it("agrees with fromJson on random bodies for every REST operation's request", () => {

@@ -76,6 +76,17 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     expect((await post("/api/v1/decide", Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"userId":"bom","action":"login"}')]))).status).toBe(200);
   });
 
+  it("refuses a lone surrogate written as a JSON escape: it has no UTF-8 form", async () => {
+    for (const payload of ['{"userId":"\\ud800","action":"login"}', '{"userId":"u","action":"login","device":{"languages":["en","\\udc00"]}}']) {
+      const { status, body } = await post("/api/v1/decide", payload);
+      expect(status).toBe(400);
+      expect(body.error.code).toBe("VALIDATION_ERROR");
+      expect(body.error.message).toMatch(/UTF-?8/i);
+    }
+    // A surrogate pair is a character like any other.
+    expect((await post("/api/v1/decide", '{"userId":"\\ud83d\\ude00","action":"login"}')).status).toBe(200);
+  });
+
   it("refuses a JSON array or scalar where an object belongs", async () => {
     for (const payload of ["[1,2]", "42", "null", '"text"']) {
       const { status, body } = await post("/api/v1/decide", payload);

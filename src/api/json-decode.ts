@@ -11,9 +11,11 @@ import { fieldsByJsonName } from "./json-shape.js";
  *
  * Anything else (enums, 64-bit integers, bytes, floats, numbers written as
  * strings, maps, oneofs, other well-known types, a field given twice under
- * its two names) answers `undefined`, and the caller decodes with `fromJson`,
- * so every result is exactly what `fromJson` gives; test/json-decode.test.ts
- * compares the two. Bodies reach here after the JSON shape check.
+ * its two names, strings with a lone surrogate, non-finite numbers, a
+ * "__proto__" key inside a Struct) answers `undefined`, and the caller
+ * decodes with `fromJson`, so that the result is what `fromJson` gives,
+ * error or message; test/json-decode.test.ts compares the two. Bodies reach
+ * here after the JSON shape check.
  */
 export function decodePlainJson<Desc extends DescMessage>(schema: Desc, json: JsonObject): MessageShape<Desc> | undefined {
   return decodeMessage(schema, json) as MessageShape<Desc> | undefined;
@@ -30,7 +32,11 @@ function decodeMessage(schema: DescMessage, json: JsonObject): Record<string, un
     const otherName = key === field.jsonName ? field.name : field.jsonName;
     if (otherName !== key && Object.hasOwn(json, otherName)) return undefined;
     const value = json[key] as JsonValue;
-    if (value === null) continue; // not set: create() already holds what fromJson would leave
+    if (value === null) {
+      // A google.protobuf.Value field takes null as a value (NullValue), not as "not set".
+      if (field.fieldKind === "message" && field.message.typeName === "google.protobuf.Value") return undefined;
+      continue; // not set: create() already holds what fromJson would leave
+    }
     const decoded = decodeField(field, value);
     if (decoded === undefined) return undefined;
     message[field.localName] = decoded;
@@ -63,10 +69,28 @@ function decodeField(field: DescField, value: JsonValue): unknown {
 function decodeMessageValue(schema: DescMessage, value: JsonValue): unknown {
   if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined;
   // protobuf-es holds a Struct field as the JSON object itself; JSON.parse made this one, nothing else shares it.
-  if (schema.typeName === "google.protobuf.Struct") return value;
+  if (schema.typeName === "google.protobuf.Struct") return plainStruct(value) ? value : undefined;
   if (schema.typeName.startsWith("google.protobuf.")) return undefined;
   return decodeMessage(schema, value);
 }
+
+/**
+ * Whether fromJson would keep the object as it is: its strings well formed,
+ * its numbers finite, and no "__proto__" key anywhere (JSON.parse makes it an own key; fromJson's
+ * assignment hits the prototype setter instead and drops it).
+ */
+function plainStruct(value: JsonValue): boolean {
+  if (typeof value === "string") return !LONE_SURROGATE.test(value);
+  if (typeof value === "number") return Number.isFinite(value);
+  if (typeof value !== "object" || value === null) return true;
+  if (Array.isArray(value)) return value.every(plainStruct);
+  if (Object.hasOwn(value, "__proto__")) return false;
+  for (const key in value) if (LONE_SURROGATE.test(key) || !plainStruct(value[key] as JsonValue)) return false;
+  return true;
+}
+
+/** A lone UTF-16 surrogate, which fromJson refuses as invalid UTF-8 (a well-formed pair does not match). */
+const LONE_SURROGATE = /\p{Cs}/u;
 
 const INT32_MIN = -(2 ** 31);
 const INT32_MAX = 2 ** 31 - 1;
@@ -76,11 +100,12 @@ const UINT32_MAX = 2 ** 32 - 1;
 function plainScalar(scalar: ScalarType, value: JsonValue): string | number | boolean | undefined {
   switch (scalar) {
     case ScalarType.STRING:
-      return typeof value === "string" ? value : undefined;
+      return typeof value === "string" && !LONE_SURROGATE.test(value) ? value : undefined;
     case ScalarType.BOOL:
       return typeof value === "boolean" ? value : undefined;
     case ScalarType.DOUBLE:
-      return typeof value === "number" ? value : undefined;
+      // JSON.parse reads 1e400 as Infinity, which fromJson refuses.
+      return typeof value === "number" && Number.isFinite(value) ? value : undefined;
     case ScalarType.INT32:
     case ScalarType.SINT32:
     case ScalarType.SFIXED32:
