@@ -222,7 +222,10 @@ export class ResourceSampler {
     // Only a service with named threads is worth splitting; an echo server is all "request".
     if ([...this.end.threads.keys()].some((role) => role !== "request" && role !== "other")) {
       for (const [role, seconds] of this.end.threads) {
-        byThread[role] = requests === 0 ? 0 : ((seconds - (this.start.threads.get(role) ?? 0)) * 1e6) / requests;
+        // A thread that ended in the window takes its time with it (a backtest thread idles out after 60 s):
+        // its role shows what the others spent, at least 0.
+        const used = Math.max(0, seconds - (this.start.threads.get(role) ?? 0));
+        byThread[role] = requests === 0 ? 0 : (used * 1e6) / requests;
       }
     }
     return {

@@ -86,6 +86,36 @@ describe("WAL checkpoints under constant writes", () => {
     expect(walBytes).toBeLessThan(writtenBytes / 4);
   });
 
+  it("says so in the log when a reader keeps even the forced restart out", async () => {
+    const lines: string[] = [];
+    const checkpointer = new Checkpointer(db, dir, createLogger((line) => lines.push(line)), {
+      intervalMs: 5,
+      restartAboveFrames: 16,
+      forceRestartAboveFrames: 32,
+    });
+    const reader = openDatabase(dir);
+    try {
+      db.exec("CREATE TABLE filler (id INTEGER PRIMARY KEY, body BLOB NOT NULL)");
+      const insert = db.prepare("INSERT INTO filler (body) VALUES (randomblob(4000))");
+      insert.run();
+      // A read transaction left open keeps its snapshot, and with it the WAL, from being started over.
+      reader.exec("BEGIN");
+      reader.prepare("SELECT count(*) AS n FROM filler").get();
+      for (let i = 0; i < 100; i++) insert.run();
+      const deadline = Date.now() + 10_000;
+      while (!lines.some((line) => line.includes("the WAL cannot start over")) && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const warnings = lines.filter((line) => line.includes("the WAL cannot start over"));
+      expect(warnings).toHaveLength(1);
+      expect((JSON.parse(warnings[0] as string) as { walFrames: number }).walFrames).toBeGreaterThan(32);
+    } finally {
+      reader.exec("COMMIT");
+      reader.close();
+      await checkpointer.stop();
+    }
+  });
+
   it("lets it grow with every commit when it never starts over (what the limits are for)", async () => {
     const { walBytes, writtenBytes } = await walBytesAfterLoad({
       intervalMs: 10,

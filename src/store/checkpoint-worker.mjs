@@ -10,6 +10,8 @@ const { file, intervalMs, restartAboveFrames, forceRestartAboveFrames } = worker
 nameThread("fraud-wal");
 /** Passes per tick looking for a moment when the WAL is wholly copied. */
 const MAX_PASSES = 8;
+/** Ticks in a row past the hard limit without starting over before the thread says so (5 s at 200 ms). */
+const STUCK_TICKS = 25;
 
 const db = new Database(file);
 // Never waits for a lock: a checkpoint that would have to wait for a writer or a reader
@@ -22,10 +24,18 @@ function passive() {
   return { log, checkpointed };
 }
 
+/** Ticks in a row that ended past the hard limit; the warning goes once per such stretch. */
+let stuckTicks = 0;
+
 function checkpoint() {
   try {
     const pass = passive();
-    if (pass.log > restartAboveFrames) startOver(pass);
+    const frames = pass.log > restartAboveFrames ? startOver(pass) : pass.log;
+    stuckTicks = frames > forceRestartAboveFrames ? stuckTicks + 1 : 0;
+    if (stuckTicks === STUCK_TICKS) {
+      // A reader that never finishes (or a writer that never pauses) keeps even the forced restart out.
+      parentPort?.postMessage({ warning: "the WAL cannot start over: a reader or writer holds it past the hard limit", frames });
+    }
   } catch (error) {
     parentPort?.postMessage({ error: String(error) });
   }
@@ -39,7 +49,7 @@ function checkpoint() {
  * fsyncs), and the file would grow without end.
  *
  * A RESTART checkpoint gets there by holding the write lock while it copies
- * what is left, with an fsync of the WAL and one of the database: 7 to 35 ms
+ * what is left, with an fsync of the WAL and one of the database: 7 to 38 ms
  * of stalled commits on the development machine, however few the frames,
  * since the fsyncs dominate (docs/benchmarks.md). So past the limit, passes
  * repeat until one finds nothing committed since the pass before and all of
@@ -50,7 +60,10 @@ function checkpoint() {
  * in this tick the next tick looks again; only past the hard limit does the
  * RESTART copy and sync under the lock. With a writer or reader active at
  * that moment it copies what it can and gives up, and the next tick tries
- * again. The file keeps its largest size and is reused.
+ * again. The file keeps its largest size and is reused. The looking costs
+ * disk writes only: passes that find a few new frames each copy and fsync
+ * them, on this thread. Returns the frames the WAL holds afterwards (0 when
+ * the restart went through: the next commit starts it over).
  */
 function startOver(first) {
   let pass = first;
@@ -61,7 +74,9 @@ function startOver(first) {
     // Nothing committed since the pass before, and all of it copied.
     quiet = pass.log === before && pass.checkpointed === pass.log;
   }
-  if (quiet || pass.log > forceRestartAboveFrames) db.pragma("wal_checkpoint(RESTART)");
+  if (!quiet && pass.log <= forceRestartAboveFrames) return pass.log;
+  const [restart] = db.pragma("wal_checkpoint(RESTART)");
+  return restart.busy ? restart.log : 0;
 }
 
 let timer = setTimeout(checkpoint, intervalMs);

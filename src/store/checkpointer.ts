@@ -41,8 +41,9 @@ export class Checkpointer {
       // It allocates almost nothing: a minimal heap.
       resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 16 },
     });
-    this.worker.on("message", (message: { error?: string }) => {
+    this.worker.on("message", (message: { error?: string; warning?: string; frames?: number }) => {
       if (message.error) logger.log("warn", "WAL checkpoint failed", { error: message.error });
+      if (message.warning) logger.log("warn", message.warning, { walFrames: message.frames });
     });
     // Without this listener a failing thread would take the process down. Without checkpoints the WAL only
     // grows until the next start, which checkpoints it: worth an error in the log, not an outage.
