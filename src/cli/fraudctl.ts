@@ -80,14 +80,12 @@ export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv =
       io.out(USAGE);
       return group === undefined ? 2 : 0;
     }
-    const actions = COMMANDS[group];
-    if (actions === undefined) throw new UsageError(`unknown command ${group}`);
-    if (action === undefined || !actions.includes(action)) throw new UsageError(`unknown ${group} command ${action ?? ""}`.trim());
+    const command = parseCommand(group, action);
     const config = loadConfig(env);
     // Only a new account may start a data directory, and only once its arguments are right: anything else
     // run against a missing one is a wrong FRAUD_DATA_DIR, and creating an empty database and signing key
     // there would answer it misleadingly (`audit verify` reporting an intact log of 0 entries).
-    const startsAccount = group === "accounts" && action === "create";
+    const startsAccount = command.group === "accounts" && command.action === "create";
     if (startsAccount) accountCreation(rest);
     const databasePath = path.join(config.dataDir, DATABASE_FILE);
     if (!startsAccount && !fs.existsSync(databasePath)) {
@@ -100,11 +98,18 @@ export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv =
       const signer = AuditSigner.loadOrCreate(config.dataDir);
       const audit = new AuditLog(auditStore, signer, clock);
       const keys = new KeyService(accounts, new ApiKeyRepository(db), clock, audit, cliActor(env));
-      if (group === "accounts") return accountsCommand(action, rest, accounts, keys, io);
-      if (group === "keys") return keysCommand(action, rest, keys, io);
-      if (group === "audit") return auditCommand(action, rest, auditStore, signer, io);
-      if (group === "dlq") return dlqCommand(action, rest, db, clock, io);
-      return consortiumCommand(action, rest, new ConsortiumRepository(db), audit, clock, config.webhookAllowPrivate, cliActor(env), io);
+      switch (command.group) {
+        case "accounts":
+          return accountsCommand(command.action, rest, accounts, keys, io);
+        case "keys":
+          return keysCommand(command.action, rest, keys, io);
+        case "audit":
+          return auditCommand(command.action, rest, auditStore, signer, io);
+        case "dlq":
+          return dlqCommand(command.action, rest, db, clock, io);
+        case "consortium":
+          return consortiumCommand(command.action, rest, new ConsortiumRepository(db), audit, clock, config.webhookAllowPrivate, cliActor(env), io);
+      }
     } finally {
       db.close();
     }
@@ -130,14 +135,36 @@ function referenceCommand(action: string | undefined, io: CliIo, env: NodeJS.Pro
   return 0;
 }
 
-/** The commands after `serve`, `reference` and `help`, by group: all of them work on an existing database. */
-const COMMANDS: Partial<Record<string, readonly string[]>> = {
+/**
+ * The commands after `serve`, `reference` and `help`, by group: all of them work on an existing database.
+ * Checked before anything is opened; each group's handler takes exactly its actions (the compiler holds the
+ * two together).
+ */
+const COMMANDS = {
   accounts: ["create", "list"],
   keys: ["list", "create", "rotate", "revoke"],
   audit: ["verify", "export-key"],
   dlq: ["list", "replay"],
   consortium: ["set", "show", "disable"],
-};
+} as const;
+type Group = keyof typeof COMMANDS;
+type Action<G extends Group> = (typeof COMMANDS)[G][number];
+
+type Command = { [G in Group]: { group: G; action: Action<G> } }[Group];
+
+/** The command named on the command line, or a usage error. */
+function parseCommand(group: string, action: string | undefined): Command {
+  if (!Object.hasOwn(COMMANDS, group)) throw new UsageError(`unknown command ${group}`);
+  const actions: readonly string[] = COMMANDS[group as Group];
+  if (action === undefined || !actions.includes(action)) throw new UsageError(`unknown ${group} command ${action ?? ""}`.trim());
+  // Checked against the table just above.
+  return { group, action } as Command;
+}
+
+/** The end of a handler that took every action of its group: a new action in COMMANDS fails to compile here. */
+function handled(action: never): never {
+  throw new Error(`unhandled command ${String(action)}`);
+}
 
 /** `accounts create`'s arguments, checked (also before a new data directory is started for it). */
 function accountCreation(args: string[]): { name: string; overrides: Record<string, number>; json: boolean } {
@@ -156,7 +183,7 @@ function accountCreation(args: string[]): { name: string; overrides: Record<stri
   return { name: values.name, overrides, json: values.json ?? false };
 }
 
-function accountsCommand(action: string | undefined, args: string[], accounts: AccountRepository, keys: KeyService, io: CliIo): number {
+function accountsCommand(action: Action<"accounts">, args: string[], accounts: AccountRepository, keys: KeyService, io: CliIo): number {
   if (action === "create") {
     const values = accountCreation(args);
     const created = keys.createAccount(values.name, values.overrides);
@@ -179,10 +206,10 @@ function accountsCommand(action: string | undefined, args: string[], accounts: A
     else for (const account of list) io.out(`${account.id}  ${account.name}\n`);
     return 0;
   }
-  throw new UsageError(`unknown accounts command ${action ?? ""}`.trim());
+  return handled(action);
 }
 
-function keysCommand(action: string | undefined, args: string[], keys: KeyService, io: CliIo): number {
+function keysCommand(action: Action<"keys">, args: string[], keys: KeyService, io: CliIo): number {
   if (action === "list") {
     const { values } = parseArgs({ args, options: { account: { type: "string" }, json: { type: "boolean" } }, strict: true });
     const list = keys.list(values.account).map(describeKey);
@@ -236,7 +263,7 @@ function keysCommand(action: string | undefined, args: string[], keys: KeyServic
     }
     return 0;
   }
-  throw new UsageError(`unknown keys command ${action ?? ""}`.trim());
+  return handled(action);
 }
 
 /** Who the audit log names for changes made from the command line. */
@@ -245,7 +272,7 @@ function cliActor(env: NodeJS.ProcessEnv): AuditActor {
   return user ? `cli:${user}` : "cli";
 }
 
-function auditCommand(action: string | undefined, args: string[], store: SqliteAuditStore, signer: AuditSigner, io: CliIo): number {
+function auditCommand(action: Action<"audit">, args: string[], store: SqliteAuditStore, signer: AuditSigner, io: CliIo): number {
   if (action === "export-key") {
     parseArgs({ args, options: {}, strict: true });
     io.out(signer.exportPublicKeyPem());
@@ -277,10 +304,10 @@ function auditCommand(action: string | undefined, args: string[], store: SqliteA
     }
     return result.ok ? 0 : 1;
   }
-  throw new UsageError(`unknown audit command ${action ?? ""}`.trim());
+  return handled(action);
 }
 
-function dlqCommand(action: string | undefined, args: string[], db: Db, clock: Clock, io: CliIo): number {
+function dlqCommand(action: Action<"dlq">, args: string[], db: Db, clock: Clock, io: CliIo): number {
   const { values, positionals } = parseArgs({
     args,
     options: {
@@ -322,12 +349,12 @@ function dlqCommand(action: string | undefined, args: string[], db: Db, clock: C
     io.out(`${target} queued again\n`);
     return 0;
   }
-  throw new UsageError(`unknown dlq command ${action ?? ""}`.trim());
+  return handled(action);
 }
 
 /** docs/feedback.md: an account's consortium membership. The key and token are never printed back. */
 function consortiumCommand(
-  action: string | undefined,
+  action: Action<"consortium">,
   args: string[],
   repository: ConsortiumRepository,
   audit: AuditLog,
@@ -369,7 +396,7 @@ function consortiumCommand(
     io.out(membership.disable(tenant, actor) ? "consortium membership removed\n" : "was not a consortium member\n");
     return 0;
   }
-  throw new UsageError(`unknown consortium command ${action ?? ""}`.trim());
+  return handled(action);
 }
 
 function printIssued(io: CliIo, json: boolean, key: string, record: ApiKeyRecord, replaced?: ApiKeyRecord): void {
