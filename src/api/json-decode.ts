@@ -1,5 +1,5 @@
 import { create, ScalarType, type DescField, type DescMessage, type JsonObject, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
-import { fieldsByJsonName } from "./json-shape.js";
+import { EXACT_INTEGER_RANGES, fieldsByJsonName } from "./json-shape.js";
 
 /**
  * Protobuf JSON to a message for the plain request bodies nearly every call
@@ -92,10 +92,6 @@ function plainStruct(value: JsonValue): boolean {
 /** A lone UTF-16 surrogate, which fromJson refuses as invalid UTF-8 (a well-formed pair does not match). */
 const LONE_SURROGATE = /\p{Cs}/u;
 
-const INT32_MIN = -(2 ** 31);
-const INT32_MAX = 2 ** 31 - 1;
-const UINT32_MAX = 2 ** 32 - 1;
-
 /** A scalar in its plain JSON form, or undefined for any other form (which fromJson decides on). */
 function plainScalar(scalar: ScalarType, value: JsonValue): string | number | boolean | undefined {
   switch (scalar) {
@@ -106,14 +102,10 @@ function plainScalar(scalar: ScalarType, value: JsonValue): string | number | bo
     case ScalarType.DOUBLE:
       // JSON.parse reads 1e400 as Infinity, which fromJson refuses.
       return typeof value === "number" && Number.isFinite(value) ? value : undefined;
-    case ScalarType.INT32:
-    case ScalarType.SINT32:
-    case ScalarType.SFIXED32:
-      return typeof value === "number" && Number.isInteger(value) && value >= INT32_MIN && value <= INT32_MAX ? value : undefined;
-    case ScalarType.UINT32:
-    case ScalarType.FIXED32:
-      return typeof value === "number" && Number.isInteger(value) && value >= 0 && value <= UINT32_MAX ? value : undefined;
-    default:
-      return undefined;
+    default: {
+      // 32-bit integers; the 64-bit ones (bigint), floats and bytes are fromJson's.
+      const range = EXACT_INTEGER_RANGES.get(scalar);
+      return range && typeof value === "number" && Number.isInteger(value) && value >= range[0] && value <= range[1] ? value : undefined;
+    }
   }
 }

@@ -12,12 +12,6 @@ export function jsonShapeViolations(desc: DescMessage, json: Record<string, Json
   return out;
 }
 
-/**
- * A field's JSON path travels as its parent's prefix ("device.") and its own
- * name ("screen", "languages[2]"), joined only when something is wrong with
- * it: every request body goes through here, and nearly all of them are right.
- */
-
 /** Each message's fields by the names JSON may use for them (jsonName and the proto name); json-decode.ts shares it. */
 const fieldsByJsonKey = new WeakMap<DescMessage, Map<string, DescField>>();
 
@@ -33,6 +27,11 @@ export function fieldsByJsonName(desc: DescMessage): ReadonlyMap<string, DescFie
   return fields;
 }
 
+/**
+ * A field's JSON path travels as its parent's prefix ("device.") and its own
+ * name ("screen", "languages[2]"), joined only when something is wrong with
+ * it: every request body goes through here, and nearly all of them are right.
+ */
 function checkObject(desc: DescMessage, json: Record<string, JsonValue>, prefix: string, out: Violation[]): void {
   const fields = fieldsByJsonName(desc);
   for (const key in json) {
@@ -117,8 +116,7 @@ function checkScalar(scalar: ScalarType, value: JsonValue, prefix: string, name:
         out.push({ field: prefix + name, description: "must be a whole number" });
         return;
       }
-      const [min, max] = range;
-      if (!withinRange(value, min, max)) out.push({ field: prefix + name, description: `must be between ${min} and ${max}` });
+      if (!withinRange(value, scalar, range)) out.push({ field: prefix + name, description: `must be between ${range[0]} and ${range[1]}` });
     }
   }
 }
@@ -126,9 +124,10 @@ function checkScalar(scalar: ScalarType, value: JsonValue, prefix: string, name:
 const MAX_EXACT = BigInt(Number.MAX_SAFE_INTEGER);
 
 /** A whole number (JSON number or numeric string) against an integer type's range. */
-function withinRange(value: number | string, min: bigint, max: bigint): boolean {
+function withinRange(value: number | string, scalar: ScalarType, [min, max]: readonly [bigint, bigint]): boolean {
   // 32-bit ranges compare as numbers; 64-bit ones need BigInt, past a double's exact integers.
-  if (typeof value === "number" && max <= MAX_EXACT) return value >= Number(min) && value <= Number(max);
+  const exact = EXACT_INTEGER_RANGES.get(scalar);
+  if (typeof value === "number" && exact) return value >= exact[0] && value <= exact[1];
   const whole = typeof value === "string" && /^\s*-?\d+\s*$/.test(value) ? BigInt(value.trim()) : BigInt(Number(value));
   return whole >= min && whole <= max;
 }
@@ -137,7 +136,7 @@ const UINT32: [bigint, bigint] = [0n, 2n ** 32n - 1n];
 const INT64: [bigint, bigint] = [-(2n ** 63n), 2n ** 63n - 1n];
 const UINT64: [bigint, bigint] = [0n, 2n ** 64n - 1n];
 /** What each integer type can hold: a value outside is refused by name here rather than by the decoder. */
-const INTEGER_RANGES = new Map<ScalarType, [bigint, bigint]>([
+const INTEGER_RANGES: ReadonlyMap<ScalarType, readonly [bigint, bigint]> = new Map<ScalarType, [bigint, bigint]>([
   [ScalarType.INT32, INT32],
   [ScalarType.SINT32, INT32],
   [ScalarType.SFIXED32, INT32],
@@ -149,6 +148,15 @@ const INTEGER_RANGES = new Map<ScalarType, [bigint, bigint]>([
   [ScalarType.UINT64, UINT64],
   [ScalarType.FIXED64, UINT64],
 ]);
+
+/**
+ * The types whose whole range a JSON number holds exactly (the 32-bit ones),
+ * with that range as numbers: json-decode.ts takes their JSON numbers as they
+ * are and leaves the 64-bit types to protobuf-es.
+ */
+export const EXACT_INTEGER_RANGES: ReadonlyMap<ScalarType, readonly [number, number]> = new Map(
+  [...INTEGER_RANGES].filter(([, [, max]]) => max <= MAX_EXACT).map(([scalar, [min, max]]) => [scalar, [Number(min), Number(max)] as const]),
+);
 
 /** The instants a protobuf Timestamp can hold: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z. */
 const EARLIEST_TIMESTAMP_MS = Date.parse("0001-01-01T00:00:00Z");
