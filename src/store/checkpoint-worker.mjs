@@ -58,7 +58,8 @@ function checkpoint() {
  * starts the WAL over (SQLite would do that itself at such a moment, but not
  * when a reader that began earlier is still reading). Without such a moment
  * in this tick the next tick looks again; only past the hard limit does the
- * RESTART copy and sync under the lock. With a writer or reader active at
+ * RESTART copy and sync under the lock, at once, without more passes (its
+ * cost is the fsyncs, not the frames left to copy). With a writer or reader active at
  * that moment it copies what it can and gives up, and the next tick tries
  * again. The file keeps its largest size and is reused. The looking costs
  * disk writes only: passes that find a few new frames each copy and fsync
@@ -68,7 +69,8 @@ function checkpoint() {
 function startOver(first) {
   let pass = first;
   let quiet = false;
-  for (let n = 1; n < MAX_PASSES && !quiet; n++) {
+  // Past the hard limit there is nothing left to wait for: the restart goes ahead at once.
+  for (let n = 1; n < MAX_PASSES && !quiet && pass.log <= forceRestartAboveFrames; n++) {
     const before = pass.log;
     pass = passive();
     // Nothing committed since the pass before, and all of it copied.
