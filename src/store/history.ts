@@ -42,7 +42,6 @@ interface VelocityRow {
 interface ProfileRow {
   last_decision_at: number;
   last_country: string;
-  last_ip: string;
   known_devices: string;
   known_countries: string;
   amounts: string;
@@ -101,8 +100,8 @@ export class HistoryRepository {
       "SELECT * FROM user_profiles WHERE account_id = ? AND environment = ? AND user_id = ?",
     );
     this.saveProfileStmt = db.prepare(
-      `INSERT INTO user_profiles VALUES (@accountId, @environment, @userId, @at, @country, @ip, @devices, @countries, @amounts)
-       ON CONFLICT DO UPDATE SET last_decision_at = @at, last_country = @country, last_ip = @ip,
+      `INSERT INTO user_profiles VALUES (@accountId, @environment, @userId, @at, @country, @devices, @countries, @amounts)
+       ON CONFLICT DO UPDATE SET last_decision_at = @at, last_country = @country,
          known_devices = @devices, known_countries = @countries, amounts = @amounts`,
     );
   }
@@ -173,7 +172,6 @@ export class HistoryRepository {
       userId: update.userId,
       at: now,
       country: update.country || (profile?.last_country ?? ""),
-      ip: update.ip || (profile?.last_ip ?? ""),
       devices: remember(profile?.known_devices, update.deviceId),
       countries: remember(profile?.known_countries, update.country),
       amounts: JSON.stringify(amounts),

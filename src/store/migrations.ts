@@ -370,4 +370,9 @@ export const migrations: readonly string[] = [
   CREATE TRIGGER accounts_deleted_for_keys AFTER DELETE ON accounts
     BEGIN UPDATE change_counters SET value = value + 1 WHERE name = 'api_keys'; END;
   `,
+  // 8: a user's last IP address, which nothing reads since impossible travel compares countries: an address
+  // kept for no use is one too many.
+  `
+  ALTER TABLE user_profiles DROP COLUMN last_ip;
+  `,
 ];
