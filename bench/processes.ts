@@ -82,12 +82,17 @@ export function killAllNow(): void {
 
 const CLOCK_TICKS_PER_SECOND = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim());
 
+/** A process's or thread's `stat` line (/proc/<pid>/stat, /proc/<pid>/task/<tid>/stat): its name and user + system CPU seconds. */
+function parseStat(stat: string): { name: string; cpuSeconds: number } {
+  // The name (field 2, in parentheses) may contain spaces; the fields after it are fixed.
+  const close = stat.lastIndexOf(")");
+  const fields = stat.slice(close + 2).split(" ");
+  return { name: stat.slice(stat.indexOf("(") + 1, close), cpuSeconds: (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND };
+}
+
 /** User + system CPU seconds of a process, all threads included. */
 function cpuSeconds(pid: number): number {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-  // The command name (field 2) may contain spaces; the fields after it are fixed.
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
+  return parseStat(fs.readFileSync(`/proc/${pid}/stat`, "utf8")).cpuSeconds;
 }
 
 /**
@@ -112,10 +117,9 @@ function threadCpuSeconds(pid: number): Map<string, number> {
     } catch {
       continue; // ended meanwhile
     }
-    const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+    const { name, cpuSeconds: seconds } = parseStat(stat);
     const role = tid === String(pid) ? "request" : name.startsWith("fraud-") ? name.slice("fraud-".length) : "other";
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    byRole.set(role, (byRole.get(role) ?? 0) + (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND);
+    byRole.set(role, (byRole.get(role) ?? 0) + seconds);
   }
   return byRole;
 }
