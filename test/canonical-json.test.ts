@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { canonicalJson } from "../src/canonical-json.js";
 import type { JsonValue } from "../src/canonical-json.js";
+import { seededRandom } from "./helpers/random.js";
 
 describe("canonicalJson", () => {
   it("sorts members at every depth and leaves arrays in order", () => {
@@ -60,8 +61,7 @@ describe("canonicalJson", () => {
   });
 
   it("writes what JSON.stringify writes, with members sorted, for random values", () => {
-    let seed = 42;
-    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const random = seededRandom(42);
     const pieces = ["a", "é", "\u2028", '"', "\\", "\n", "\u0001", "\ud83d\ude00", "\ud800", "\udc00", "z", "Z", "0", " ", "~"];
     const text = () => Array.from({ length: Math.floor(random() * 6) }, () => pieces[Math.floor(random() * pieces.length)]).join("");
     const numbers = [0, -0, 1, -1, 0.1, 1e21, 1e-7, -5.5e-7, 123456789.125, Number.MAX_SAFE_INTEGER, 2 ** -1074];

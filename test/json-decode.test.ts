@@ -5,6 +5,7 @@ import { API_SERVICES } from "../src/api/contract.js";
 import { DecideRequestSchema, AnalyzeRequestSchema } from "../gen/fraud/v1/decision_pb.js";
 import { benchRequests, toAnalyzeRequest } from "../bench/inputs.js";
 import { HUMAN_DESKTOP, botAttack } from "./helpers/inputs.js";
+import { seededRandom } from "./helpers/random.js";
 
 /** What the gateway does: the plain decoder, else protobuf-es. */
 function gatewayDecode(schema: DescMessage, json: JsonObject) {
@@ -33,15 +34,6 @@ function expectSameAsFromJson(schema: DescMessage, json: JsonObject): void {
   } else if (!ours.ok && !reference.ok) {
     expect(ours.error).toBe(reference.error);
   }
-}
-
-/** A small deterministic generator, so a failure can be replayed. */
-function random(seed: number): () => number {
-  let state = seed;
-  return () => {
-    state = (state * 1_103_515_245 + 12_345) % 2 ** 31;
-    return state / 2 ** 31;
-  };
 }
 
 /** Plain values and the awkward ones fromJson has rules for. */
@@ -139,7 +131,7 @@ describe("decodePlainJson", () => {
   });
 
   it("agrees with fromJson on random bodies for every REST operation's request", () => {
-    const next = random(20261121);
+    const next = seededRandom(20261121);
     for (const service of API_SERVICES) {
       for (const method of service.methods) {
         for (let i = 0; i < 150; i++) expectSameAsFromJson(method.input, bodyFor(method.input, next));

@@ -17,6 +17,7 @@ import {
 import type { CategoryWeights, EngineInput, HistorySnapshot, ReasonCode, Signals } from "../../src/engine/index.js";
 import { cleanDesktopLogin, cleanIphoneLogin, knownUserSnapshot, NOW_MS, TOR_BULK_EXIT_LIST, USER_AGENTS } from "./fixtures.js";
 import { RISK_MUTATIONS } from "./risk-mutations.js";
+import { seededRandom } from "../helpers/random.js";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -44,17 +45,6 @@ function withMutations(codes: readonly Exclude<ReasonCode, "LOW_RISK">[], base: 
 }
 
 const ALL_CODES = Object.keys(RISK_MUTATIONS) as Exclude<ReasonCode, "LOW_RISK">[];
-
-/** Deterministic pseudo-random subsets (mulberry32) so failures reproduce. */
-function seededRandom(seed: number): () => number {
-  let state = seed;
-  return () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe("clean traffic", () => {
   it("a realistic desktop Chrome login scores low with LOW_RISK alone", () => {
