@@ -1,5 +1,5 @@
 import { ScalarType, type DescField, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
-import type { Violation } from "./validation.js";
+import { pathOf, type Violation } from "./validation.js";
 
 /**
  * Checks that a REST JSON body has the JSON types its request message expects,
@@ -28,9 +28,10 @@ export function fieldsByJsonName(desc: DescMessage): ReadonlyMap<string, DescFie
 }
 
 /**
- * A field's JSON path travels as its parent's prefix ("device.") and its own
- * name ("screen", "languages[2]"), joined only when something is wrong with
- * it: every request body goes through here, and nearly all of them are right.
+ * A field's JSON path travels as its parent's prefix ("device."), its own
+ * name ("languages") and, for a list item, its index, joined (pathOf) only
+ * when something is wrong with it: every request body goes through here, and
+ * nearly all of them are right.
  */
 function checkObject(desc: DescMessage, json: Record<string, JsonValue>, prefix: string, out: Violation[]): void {
   const fields = fieldsByJsonName(desc);
@@ -54,18 +55,18 @@ function checkField(field: DescField, value: JsonValue, prefix: string, name: st
         return;
       }
       for (let i = 0; i < value.length; i++) {
-        if (field.listKind === "message") checkMessage(field.message, value[i] as JsonValue, prefix, `${name}[${i}]`, out);
-        else if (field.listKind === "scalar") checkScalar(field.scalar, value[i] as JsonValue, prefix, `${name}[${i}]`, out);
+        if (field.listKind === "message") checkMessage(field.message, value[i] as JsonValue, prefix, name, i, out);
+        else if (field.listKind === "scalar") checkScalar(field.scalar, value[i] as JsonValue, prefix, name, i, out);
       }
       return;
     case "map":
       if (typeof value !== "object" || Array.isArray(value)) out.push({ field: prefix + name, description: "must be an object" });
       return;
     case "message":
-      checkMessage(field.message, value, prefix, name, out);
+      checkMessage(field.message, value, prefix, name, -1, out);
       return;
     case "scalar":
-      checkScalar(field.scalar, value, prefix, name, out);
+      checkScalar(field.scalar, value, prefix, name, -1, out);
       return;
     case "enum":
       if (typeof value !== "string" && typeof value !== "number") out.push({ field: prefix + name, description: "must be a string" });
@@ -73,50 +74,51 @@ function checkField(field: DescField, value: JsonValue, prefix: string, name: st
   }
 }
 
-function checkMessage(desc: DescMessage, value: JsonValue, prefix: string, name: string, out: Violation[]): void {
+/** `index` is a list item's, or -1 (validation.ts's pathOf). */
+function checkMessage(desc: DescMessage, value: JsonValue, prefix: string, name: string, index: number, out: Violation[]): void {
   if (desc.typeName === "google.protobuf.Value") return; // any JSON value
   if (desc.typeName === "google.protobuf.Timestamp") {
     if (typeof value !== "string" || !isTimestamp(value)) {
-      out.push({ field: prefix + name, description: "must be an RFC 3339 timestamp such as 2026-01-02T03:04:05Z" });
+      out.push({ field: pathOf(prefix, name, index), description: "must be an RFC 3339 timestamp such as 2026-01-02T03:04:05Z" });
     }
     return;
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    out.push({ field: prefix + name, description: "must be an object" });
+    out.push({ field: pathOf(prefix, name, index), description: "must be an object" });
     return;
   }
   if (desc.typeName.startsWith("google.protobuf.")) return; // Struct and friends: any object
-  checkObject(desc, value, `${prefix}${name}.`, out);
+  checkObject(desc, value, `${pathOf(prefix, name, index)}.`, out);
 }
 
-function checkScalar(scalar: ScalarType, value: JsonValue, prefix: string, name: string, out: Violation[]): void {
+function checkScalar(scalar: ScalarType, value: JsonValue, prefix: string, name: string, index: number, out: Violation[]): void {
   switch (scalar) {
     case ScalarType.STRING:
     case ScalarType.BYTES:
-      if (typeof value !== "string") out.push({ field: prefix + name, description: "must be a string" });
+      if (typeof value !== "string") out.push({ field: pathOf(prefix, name, index), description: "must be a string" });
       return;
     case ScalarType.BOOL:
-      if (typeof value !== "boolean") out.push({ field: prefix + name, description: "must be true or false" });
+      if (typeof value !== "boolean") out.push({ field: pathOf(prefix, name, index), description: "must be true or false" });
       return;
     default: {
       // Protobuf JSON also accepts numbers as strings (64-bit integers need it).
       const numeric = typeof value === "number" || (typeof value === "string" && value.trim() !== "" && Number.isFinite(Number(value)));
       if (!numeric) {
-        out.push({ field: prefix + name, description: "must be a number" });
+        out.push({ field: pathOf(prefix, name, index), description: "must be a number" });
         return;
       }
       // A JSON number too large for a double (1e400) parses as Infinity.
       if (!Number.isFinite(Number(value))) {
-        out.push({ field: prefix + name, description: "must be a finite number" });
+        out.push({ field: pathOf(prefix, name, index), description: "must be a finite number" });
         return;
       }
       const range = INTEGER_RANGES.get(scalar);
       if (range === undefined) return;
       if (!Number.isInteger(Number(value))) {
-        out.push({ field: prefix + name, description: "must be a whole number" });
+        out.push({ field: pathOf(prefix, name, index), description: "must be a whole number" });
         return;
       }
-      if (!withinRange(value, scalar, range)) out.push({ field: prefix + name, description: `must be between ${range[0]} and ${range[1]}` });
+      if (!withinRange(value, scalar, range)) out.push({ field: pathOf(prefix, name, index), description: `must be between ${range[0]} and ${range[1]}` });
     }
   }
 }

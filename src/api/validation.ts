@@ -23,8 +23,8 @@ type Fields = Record<string, unknown>;
  */
 type Check = (message: Fields, prefix: string, out: Violation[]) => void;
 
-/** A list item's path, or the field's own when `index` is -1. */
-function pathOf(prefix: string, name: string, index: number): string {
+/** A list item's path, or the field's own when `index` is -1 (the JSON shape check names its fields the same way). */
+export function pathOf(prefix: string, name: string, index: number): string {
   return index < 0 ? prefix + name : `${prefix}${name}[${index}]`;
 }
 
