@@ -121,6 +121,31 @@ describe("decision store (the writer thread's transaction)", () => {
     expect([...(results[1] as { response: { response: Uint8Array } }).response.response]).toEqual([1, 2, 3]);
     expect(count(db, "SELECT count(*) AS n FROM decisions WHERE id = ?", loser.decision.id)).toBe(0);
   });
+
+  it("carries out each account's follow-ups when another account's fail, leaving that one's task for a retry", () => {
+    const now = Date.UTC(2026, 10, 21, 16);
+    const otherId = new AccountRepository(db).create("Globex", {}, Date.now()).id;
+    const mine = aWrite(accountId, now);
+    const theirs = [aWrite(otherId, now), aWrite(otherId, now + 1)];
+    expect(store.write([mine, ...theirs].map((write) => prepareWrite(write, [], []))).map((r) => r.kind)).toEqual(["stored", "stored", "stored"]);
+    // The other account's audit entries cannot be written: its group of follow-ups fails after it began.
+    db.exec(`CREATE TEMP TRIGGER refuse_audit BEFORE INSERT ON audit_log WHEN NEW.account_id = '${otherId}'
+             BEGIN SELECT RAISE(ABORT, 'audit refused for the test'); END`);
+    try {
+      expect(store.followUp()).toEqual({ failed: 2, queuedEvents: false, error: "audit refused for the test" });
+    } finally {
+      db.exec("DROP TRIGGER temp.refuse_audit");
+    }
+    expect(count(db, "SELECT count(*) AS n FROM audit_log WHERE subject = ?", mine.decision.id)).toBe(1);
+    expect(count(db, "SELECT count(*) AS n FROM audit_log WHERE account_id = ?", otherId)).toBe(0);
+    // Nothing of the failed group stayed, and its task did: carried out later, once.
+    const followUpTasks = "SELECT count(*) AS n FROM outbox WHERE kind = 'decision.follow-up' AND account_id = ?";
+    expect(count(db, followUpTasks, accountId)).toBe(0);
+    expect(count(db, followUpTasks, otherId)).toBe(1);
+    expect(store.recover()).toEqual({ recovered: 2, queuedEvents: false });
+    expect(count(db, "SELECT count(*) AS n FROM audit_log WHERE account_id = ?", otherId)).toBe(2);
+    expect(count(db, followUpTasks, otherId)).toBe(0);
+  });
 });
 
 describe("decision store recovering an earlier writer's follow-ups", () => {

@@ -78,6 +78,7 @@ export class DecisionStore {
   private readonly writeAll;
   private readonly writeEach;
   private readonly followUpAll;
+  private readonly followUpEach;
   private readonly outbox;
   private readonly decisions;
   /** Follow-ups of the batches written since the last {@link followUp}. */
@@ -147,12 +148,21 @@ export class DecisionStore {
       });
       return { results, followUps: storeFollowUps(batch, results) };
     });
-    const followUpInSavepoint = db.transaction((pending: PendingFollowUps): boolean => {
+    const followUpGroup = (pending: PendingFollowUps): boolean => {
       const queuedEvents = followUps.run(pending.tenant, pending.followUps);
       outbox.delete(pending.task);
       return queuedEvents;
+    };
+    // Likewise, the groups of follow-ups (one per account and environment) go first without a savepoint each:
+    // a savepoint's journal copies every page the group changes, and past 64 KiB SQLite spills it to a new
+    // temporary file. When one group fails, each goes again in a savepoint of its own.
+    this.followUpAll = db.transaction((pending: readonly PendingFollowUps[]): FollowUpReport => {
+      let queuedEvents = false;
+      for (const group of pending) queuedEvents = followUpGroup(group) || queuedEvents;
+      return { failed: 0, queuedEvents };
     });
-    this.followUpAll = db.transaction((pending: readonly PendingFollowUps[]) => {
+    const followUpInSavepoint = db.transaction(followUpGroup);
+    this.followUpEach = db.transaction((pending: readonly PendingFollowUps[]): FollowUpReport => {
       let failed = 0;
       let queuedEvents = false;
       let firstError: string | undefined;
@@ -234,6 +244,11 @@ export class DecisionStore {
     if (pending.length === 0) return { failed: 0, queuedEvents: false };
     try {
       return this.followUpAll.immediate(pending);
+    } catch {
+      // One group failed (or the commit): find out which, carrying out the others.
+    }
+    try {
+      return this.followUpEach.immediate(pending);
     } catch (error) {
       return { failed: pending.reduce((sum, group) => sum + group.followUps.length, 0), queuedEvents: false, error: messageOf(error) };
     }
