@@ -8,8 +8,11 @@ import { nameThread } from "../observability/thread-name.cjs";
 
 const { file, intervalMs, restartAboveFrames, forceRestartAboveFrames } = workerData;
 nameThread("fraud-wal");
-/** Passes per tick looking for a moment when the WAL is wholly copied. */
-const MAX_PASSES = 8;
+/** Passes per tick looking for a moment when the WAL is wholly copied and a RESTART goes through. */
+const MAX_PASSES = 24;
+/** How long a RESTART that found the write lock taken (or a reader in the WAL) waits before the next look. */
+const BUSY_PAUSE_MS = 1;
+const pause = new Int32Array(new SharedArrayBuffer(4));
 /** Ticks in a row past the hard limit without starting over before the thread says so (5 s at 200 ms). */
 const STUCK_TICKS = 25;
 
@@ -56,27 +59,39 @@ function checkpoint() {
  * it copied, a moment between two commits: a RESTART then has nothing to copy
  * or sync, holds the lock for microseconds, and makes sure the next commit
  * starts the WAL over (SQLite would do that itself at such a moment, but not
- * when a reader that began earlier is still reading). Without such a moment
- * in this tick the next tick looks again; only past the hard limit does the
- * RESTART copy and sync under the lock, at once, without more passes (its
- * cost is the fsyncs, not the frames left to copy). With a writer or reader active at
- * that moment it copies what it can and gives up, and the next tick tries
- * again. The file keeps its largest size and is reused. The looking costs
- * disk writes only: passes that find a few new frames each copy and fsync
- * them, on this thread. Returns the frames the WAL holds afterwards (0 when
- * the restart went through: the next commit starts it over).
+ * when a reader that began earlier is still reading).
+ *
+ * Such a moment is often not free: two passes microseconds apart see no new
+ * commit while the writer is in the middle of a transaction, and the RESTART
+ * then finds the write lock taken and gives up at once, as it does when a
+ * reader still reads from the WAL. So after a busy RESTART the thread waits a
+ * millisecond, for that transaction or read to end, and looks again (at 1,000
+ * decides a second the first attempt was busy about half the time, and
+ * without another the WAL reached the hard limit every few seconds).
+ *
+ * Without such a moment in this tick the next tick looks again; only past
+ * the hard limit does the RESTART copy and sync under the lock, at once,
+ * without more passes (its cost is the fsyncs, not the frames left to copy).
+ * The file keeps its largest size and is reused. The looking costs disk
+ * writes only: passes that find a few new frames each copy and fsync them, on
+ * this thread. Returns the frames the WAL holds afterwards (0 when the
+ * restart went through: the next commit starts it over).
  */
 function startOver(first) {
   let pass = first;
-  let quiet = false;
   // Past the hard limit there is nothing left to wait for: the restart goes ahead at once.
-  for (let n = 1; n < MAX_PASSES && !quiet && pass.log <= forceRestartAboveFrames; n++) {
+  for (let n = 1; n < MAX_PASSES && pass.log <= forceRestartAboveFrames; n++) {
     const before = pass.log;
     pass = passive();
     // Nothing committed since the pass before, and all of it copied.
-    quiet = pass.log === before && pass.checkpointed === pass.log;
+    const quiet = pass.log === before && pass.checkpointed === pass.log;
+    if (!quiet) continue;
+    const [restart] = db.pragma("wal_checkpoint(RESTART)");
+    if (!restart.busy) return 0;
+    pass = { log: restart.log, checkpointed: restart.checkpointed };
+    Atomics.wait(pause, 0, 0, BUSY_PAUSE_MS);
   }
-  if (!quiet && pass.log <= forceRestartAboveFrames) return pass.log;
+  if (pass.log <= forceRestartAboveFrames) return pass.log;
   const [restart] = db.pragma("wal_checkpoint(RESTART)");
   return restart.busy ? restart.log : 0;
 }
