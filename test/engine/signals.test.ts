@@ -8,6 +8,7 @@ import {
   mergeSignals,
 } from "../../src/engine/index.js";
 import type { EngineInput, FastSignals } from "../../src/engine/index.js";
+import { canonicalJson } from "../../src/canonical-json.js";
 import { cleanDesktopLogin, cleanIphoneLogin, knownUserSnapshot, NOW_MS, USER_AGENTS } from "./fixtures.js";
 
 let data: ReferenceData;
@@ -266,6 +267,15 @@ describe("store signals", () => {
     expect(amountFor(900, "GBP")).toMatchObject({ spike: true, ratioToMax: 5 });
     expect(amountFor(200, "GBP")).toMatchObject({ spike: false, aboveUsual: true });
     expect(amountFor(50, "usd")).toMatchObject({ currency: "USD", newCurrency: true });
+  });
+
+  it("keep the amount's ratios finite, whatever the amounts (JSON has no Infinity)", () => {
+    const snapshot = { ...knownUserSnapshot(), amountHistory: { USD: { count: 4, max: 1e-300, mean: 1e-300 } } };
+    const signals = computeStoreSignals({ ...cleanDesktopLogin(), action: "purchase", amount: 1e10, currency: "USD" }, snapshot, fast(), NOW_MS);
+    expect(signals.amount).toMatchObject({ ratioToMax: 1e9, ratioToMean: 1e9, spike: true });
+    expect(() => canonicalJson(signals)).not.toThrow();
+    const largest = computeStoreSignals({ ...cleanDesktopLogin(), action: "purchase", amount: Number.MAX_VALUE, currency: "GBP" }, knownUserSnapshot(), fast(), NOW_MS);
+    expect(largest.amount).toMatchObject({ ratioToMax: 1e9, spike: true });
   });
 
   it("carry graph and consortium results when the lookups ran", () => {

@@ -38,6 +38,12 @@ const AMOUNT_SPIKE_RATIO = 3;
 const AMOUNT_UNUSUAL_RATIO = 3;
 /** Fewer earlier payments than this are not a history to compare against. */
 const MIN_AMOUNT_HISTORY = 3;
+/**
+ * Ratios stop here: any amount doubles allow can follow a tiny one (1e10 after 1e-300), and an infinite
+ * ratio has no JSON form (the decision's evidence would fail to store). A billion times the user's usual is
+ * as much a spike as any more.
+ */
+const MAX_AMOUNT_RATIO = 1e9;
 
 const ZERO_COUNTS: WindowCounts = Object.freeze({ lastMinute: 0, lastHour: 0, lastDay: 0 });
 
@@ -156,7 +162,7 @@ function amountSignals(input: EngineInput, snapshot: HistorySnapshot): AmountSig
   const currency = (input.currency ?? "").toUpperCase();
   const stats = snapshot.amountHistory[currency] ?? { count: 0, max: 0, mean: 0 };
   const ratio = (reference: number): number | null =>
-    value !== null && reference > 0 ? Math.round((value / reference) * 1000) / 1000 : null;
+    value !== null && reference > 0 ? Math.min(Math.round((value / reference) * 1000) / 1000, MAX_AMOUNT_RATIO) : null;
   const ratioToMax = ratio(stats.max);
   const ratioToMean = ratio(stats.mean);
   const enoughHistory = stats.count >= MIN_AMOUNT_HISTORY;
