@@ -18,6 +18,7 @@ import type { CategoryWeights, EngineInput, HistorySnapshot, ReasonCode, Signals
 import { cleanDesktopLogin, cleanIphoneLogin, knownUserSnapshot, NOW_MS, TOR_BULK_EXIT_LIST, USER_AGENTS } from "./fixtures.js";
 import { RISK_MUTATIONS } from "./risk-mutations.js";
 import { seededRandom } from "../helpers/random.js";
+import { canonicalJson } from "../../src/canonical-json.js";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -132,6 +133,51 @@ describe("properties", () => {
       }
     }
     expect(scoreSignals(withMutations(ALL_CODES), DEFAULT_WEIGHTS).score).toBeLessThanOrEqual(100);
+  });
+
+  it("keeps the signals storable and the score in bounds for any numbers the API accepts", () => {
+    // Finite non-negative doubles and uint32 values (what validation lets through), at their extremes, against
+    // histories stored from such requests. An overflow to Infinity once failed decides with 500.
+    const random = seededRandom(11);
+    const pick = <T,>(values: readonly T[]): T => values[Math.floor(random() * values.length)] as T;
+    const doubles = [0, 5e-324, 1e-300, 0.5, 3, 1e6, 2 ** 53, 1e300, Number.MAX_VALUE];
+    const uints = [0, 1, 7, 1000, 4_294_967_295];
+    const maybe = <T,>(value: T): T | undefined => (random() < 0.7 ? value : undefined);
+    for (let trial = 0; trial < 400; trial++) {
+      const input: EngineInput = {
+        ...cleanDesktopLogin(),
+        action: pick(["login", "purchase", "transfer", "signup"]),
+        amount: maybe(pick(doubles)),
+        currency: pick(["USD", "GBP", ""]),
+        device: {
+          ...cleanDesktopLogin().device,
+          screen: { width: pick(uints), height: pick(uints), colorDepth: pick(uints), pixelRatio: pick(doubles) },
+          hardwareConcurrency: maybe(pick(uints)),
+          deviceMemory: maybe(pick(doubles)),
+          touchSupport: { maxTouchPoints: pick(uints), touchEvent: random() < 0.5 },
+        },
+        behavior: {
+          timeOnPageMs: maybe(pick(doubles)),
+          formFillMs: maybe(pick(doubles)),
+          keystrokes: maybe(pick(uints)),
+          pointerMoves: maybe(pick(uints)),
+          pasteEvents: maybe(pick(uints)),
+          clicks: maybe(pick(uints)),
+        },
+      };
+      const stats = { count: pick(uints), max: pick(doubles), mean: pick(doubles) };
+      const snapshot: HistorySnapshot = {
+        ...knownUserSnapshot(),
+        amountHistory: { USD: stats, GBP: { ...stats, max: pick(doubles) } },
+        previousDecision: { atMs: NOW_MS - pick([0, 1, 60_000, 1e12]), country: pick(["GB", "AU", "US"]) },
+      };
+      const signals = fullSignals(input, snapshot);
+      expect(() => canonicalJson(signals)).not.toThrow();
+      const result = scoreSignals(signals, DEFAULT_WEIGHTS);
+      expect(Number.isInteger(result.score) && result.score >= 0 && result.score <= 100).toBe(true);
+      expect(result.confidence >= 0 && result.confidence <= 1).toBe(true);
+      expect(() => canonicalJson(result)).not.toThrow();
+    }
   });
 
   it("is deterministic", () => {
