@@ -5,7 +5,7 @@ import type { Db } from "../store/database.js";
 import { ListRepository } from "../store/lists.js";
 import { PolicyRepository } from "../store/policies.js";
 import type { Tenant } from "../store/tenant.js";
-import { PolicySets } from "./policy-set.js";
+import { PolicySets, type SkippedPolicy } from "./policy-set.js";
 
 export interface BacktestTask {
   tenant: Tenant;
@@ -26,8 +26,8 @@ export interface BacktestOutcome {
   transitions: Array<{ from: string; to: string; count: number }>;
   examples: Array<{ decisionId: string; userId: string; score: number; from: string; to: string; matchedRule: number }>;
   durationMs: number;
-  /** Stored policies left out because they no longer compile. */
-  skippedPolicies: Array<{ policyId: string; name: string; version: number; errors: string }>;
+  /** Stored policies left out because they no longer compile (as PolicySets reports them, without the tenant asked about). */
+  skippedPolicies: Array<Omit<SkippedPolicy, "tenant">>;
 }
 
 interface ReplayRow {
