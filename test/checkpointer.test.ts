@@ -17,14 +17,17 @@ interface Lulls {
   ms: number;
 }
 
+/** How long each test's writer writes. */
+const LOAD_MS = 1_500;
+/** Between two commits: the decision writer's thread idles 0.1 ms and more between batches even when the service is saturated. */
+const GAP_MS = 0.1;
+
 /**
- * A writer thread that commits one transaction after another for `ms`, each
- * a read then a 4 KiB row, with `gapMs` between them (the decision writer's
- * thread idles 0.1 ms and more between batches even when the service is
- * saturated), and optionally a lull after every burst. Resolves with the
- * number of commits.
+ * A writer thread that commits one transaction after another for
+ * {@link LOAD_MS}, each a read then a 4 KiB row, {@link GAP_MS} apart, and
+ * optionally a lull after every burst. Resolves with the number of commits.
  */
-function writeConstantly(file: string, ms: number, gapMs: number, lulls?: Lulls): Promise<number> {
+function writeConstantly(file: string, lulls?: Lulls): Promise<number> {
   const source = `
     const { workerData, parentPort } = require("node:worker_threads");
     const Database = require(workerData.driver);
@@ -42,14 +45,14 @@ function writeConstantly(file: string, ms: number, gapMs: number, lulls?: Lulls)
     while (Date.now() < until) {
       write.immediate();
       commits++;
-      if (workerData.gapMs > 0) Atomics.wait(gap, 0, 0, workerData.gapMs);
+      Atomics.wait(gap, 0, 0, workerData.gapMs);
       if (workerData.lulls && commits % workerData.lulls.every === 0) Atomics.wait(gap, 0, 0, workerData.lulls.ms);
     }
     db.close();
     parentPort.postMessage(commits);
   `;
   return new Promise((resolve, reject) => {
-    const worker = new Worker(source, { eval: true, workerData: { file, ms, gapMs, lulls, driver: SQLITE_DRIVER } });
+    const worker = new Worker(source, { eval: true, workerData: { file, ms: LOAD_MS, gapMs: GAP_MS, lulls, driver: SQLITE_DRIVER } });
     worker.once("message", resolve);
     worker.once("error", reject);
   });
@@ -72,7 +75,7 @@ describe("WAL checkpoints under constant writes", () => {
     db.pragma("wal_checkpoint(TRUNCATE)");
     const checkpointer = new Checkpointer(db, dir, createLogger(() => undefined), options);
     try {
-      const commits = await writeConstantly(join(dir, DATABASE_FILE), 1_500, 0.1, lulls);
+      const commits = await writeConstantly(join(dir, DATABASE_FILE), lulls);
       return { walBytes: statSync(join(dir, `${DATABASE_FILE}-wal`)).size, writtenBytes: commits * 4096 };
     } finally {
       await checkpointer.stop();

@@ -7,7 +7,7 @@ export interface CheckpointerOptions {
   /** How often the WAL is checkpointed into the database file. */
   intervalMs: number;
   /**
-   * Past this many frames the checkpointer starts the WAL over (checkpoint-worker.mjs) at the first moment
+   * Past this many frames the checkpointer starts the WAL over (wal-restart.mjs) at the first moment
    * it finds it wholly copied, which holds writers for microseconds.
    */
   restartAboveFrames: number;
