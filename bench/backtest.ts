@@ -79,7 +79,7 @@ const insertAll = db.transaction(() => {
 insertAll();
 console.log(`stored ${total.toLocaleString("en-US")} decisions in ${((performance.now() - insertStart) / 1000).toFixed(1)} s`);
 
-const engine = DecisionEngine.start({ dataDir, reference: {}, threads: 1, comprehensiveBudgetMs: 50, logger: createLogger() });
+const engine = DecisionEngine.start({ dataDir, reference: {}, threads: 1, comprehensiveBudgetMs: 50, queueLimit: 4096, logger: createLogger() });
 await engine.warmUp();
 const policy = definitionOf({
   id: "pol_bench",

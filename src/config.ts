@@ -26,6 +26,8 @@ export interface Config {
   engineThreads: number;
   /** How long decide waits for the comprehensive path before answering from the fast path. */
   comprehensiveBudgetMs: number;
+  /** Evaluations waiting for or in the engine before decide and analyze answer 503 SERVICE_UNAVAILABLE. */
+  engineQueueLimit: number;
   /** Tor exit list (bulk exit list or exit-addresses format); reloaded when it changes. */
   torExitListPath: string | undefined;
   /** CIDR list of hosting and datacenter ranges; reloaded when it changes. */
@@ -83,6 +85,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     // The request thread keeps a core of its own; the engine gets the rest (at least one, at most four).
     engineThreads: integer(env, "FRAUD_ENGINE_THREADS", Math.min(4, Math.max(1, os.availableParallelism() - 1)), 1),
     comprehensiveBudgetMs: integer(env, "FRAUD_COMPREHENSIVE_BUDGET_MS", 50),
+    engineQueueLimit: integer(env, "FRAUD_ENGINE_QUEUE_LIMIT", 4096, 1),
     torExitListPath: env.FRAUD_TOR_EXIT_LIST || undefined,
     datacenterRangesPath: env.FRAUD_DATACENTER_RANGES || undefined,
     referenceSnapshotDir: env.FRAUD_REFERENCE_SNAPSHOT_DIR || undefined,

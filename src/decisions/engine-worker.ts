@@ -79,5 +79,6 @@ function evaluate(task: EngineTask): EngineOutcome {
 
 /** Replays a policy over stored decisions (policy backtests); see backtest.ts. */
 export function backtest(task: BacktestTask): BacktestOutcome {
+  if (config.storeLatencyMs > 0) Atomics.wait(sleeper, 0, 0, config.storeLatencyMs);
   return runBacktest(db, task);
 }

@@ -12,10 +12,26 @@ export interface DecisionEngineOptions {
   threads: number;
   /** How long decide waits for the comprehensive path before answering from the fast path. */
   comprehensiveBudgetMs: number;
+  /** Evaluations waiting for or in the pool before more are refused with EngineBusyError. */
+  queueLimit: number;
   /** Fault injection for tests: extra latency before every store read in the workers. */
   storeLatencyMs?: number;
   logger: Logger;
 }
+
+/**
+ * The engine refused work because its bounded queue is full: an overload the
+ * caller can retry shortly, not a fault (the API answers 503 with Retry-After).
+ */
+export class EngineBusyError extends Error {
+  constructor(what: string) {
+    super(`${what} queue is full`);
+    this.name = "EngineBusyError";
+  }
+}
+
+/** Backtests waiting for their thread before more are refused; each can take seconds. */
+const BACKTEST_QUEUE_LIMIT = 16;
 
 /** A decide evaluation: what to answer with, and the comprehensive outcome if it came late. */
 export interface DualPathOutcome {
@@ -56,19 +72,19 @@ export class DecisionEngine {
       const workerData: Omit<EngineWorkerData, "role"> = { reference, dataDir: options.dataDir, storeLatencyMs: options.storeLatencyMs ?? 0 };
       const filename = new URL("./engine-worker-entry.mjs", import.meta.url).href;
       return {
-        engine: new EngineBatches(options.threads, new Piscina({
+        engine: new EngineBatches(options.threads, options.queueLimit, new Piscina({
           filename,
           minThreads: options.threads,
           maxThreads: options.threads,
           concurrentTasksPerWorker: 2,
           idleTimeout: Number.POSITIVE_INFINITY,
           // A backstop: EngineBatches bounds the evaluations themselves (a task here is a batch of them).
-          maxQueue: 4096,
+          maxQueue: options.queueLimit,
           workerData: { ...workerData, role: "engine" } satisfies EngineWorkerData,
           // Tasks are small and short-lived: a small young generation keeps each thread's footprint down.
           resourceLimits: { maxYoungGenerationSizeMb: 8 },
         })),
-        backtests: new Piscina({ filename, minThreads: 0, maxThreads: 1, idleTimeout: 60_000, maxQueue: 16, workerData: { ...workerData, role: "backtest" } satisfies EngineWorkerData }),
+        backtests: new Piscina({ filename, minThreads: 0, maxThreads: 1, idleTimeout: 60_000, maxQueue: BACKTEST_QUEUE_LIMIT + 1, workerData: { ...workerData, role: "backtest" } satisfies EngineWorkerData }),
       };
     });
     // A failure surfaces to the callers that await the pools; it must not also crash the process unobserved.
@@ -80,8 +96,20 @@ export class DecisionEngine {
     return new DecisionEngine(options);
   }
 
+  /** Backtests not finished yet: the one running and those waiting for the thread. */
+  private backtestsUnfinished = 0;
+
   async backtest(task: BacktestTask): Promise<BacktestOutcome> {
-    return (await this.pools).backtests.run(task, { name: "backtest" });
+    const pools = await this.pools;
+    // Counted here rather than left to Piscina's maxQueue (one more, for the task that waits while the
+    // thread starts), whose refusal is a plain Error.
+    if (this.backtestsUnfinished > BACKTEST_QUEUE_LIMIT) throw new EngineBusyError("the backtest");
+    this.backtestsUnfinished++;
+    try {
+      return await pools.backtests.run(task, { name: "backtest" });
+    } finally {
+      this.backtestsUnfinished--;
+    }
   }
 
   /** Full evaluation within the budget, else the fast path's answer (part of issue 3's dual path). */
@@ -128,9 +156,6 @@ export class DecisionEngine {
   }
 }
 
-/** What the pool would hold before refusing more, in evaluations rather than batches. */
-const MAX_UNANSWERED_EVALUATIONS = 4096;
-
 interface Waiting {
   task: EngineTask;
   resolve(outcome: EngineOutcome): void;
@@ -151,12 +176,14 @@ class EngineBatches {
 
   constructor(
     private readonly threads: number,
+    /** What the pool would hold before refusing more, in evaluations rather than batches. */
+    private readonly queueLimit: number,
     private readonly pool: Piscina<EngineTask[], EngineOutcome[]>,
   ) {}
 
   run(task: EngineTask): Promise<EngineOutcome> {
     // Bounded: under overload, fail fast instead of queueing without limit.
-    if (this.unanswered >= MAX_UNANSWERED_EVALUATIONS) return Promise.reject(new Error("the engine's queue is full"));
+    if (this.unanswered >= this.queueLimit) return Promise.reject(new EngineBusyError("the engine's"));
     this.unanswered++;
     return new Promise<EngineOutcome>((resolve, reject) => {
       if (this.waiting.push({ task, resolve, reject }) === 1) setImmediate(() => this.flush());

@@ -131,6 +131,7 @@ export function buildApp(options: AppOptions): App {
     logger,
     threads: config.engineThreads,
     comprehensiveBudgetMs: config.comprehensiveBudgetMs,
+    queueLimit: config.engineQueueLimit,
     storeLatencyMs: options.storeLatencyMs,
   });
   const decisions = new DecisionRepository<DecisionDetails>(db);

@@ -1,0 +1,86 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import * as grpc from "@grpc/grpc-js";
+import { DecisionService, DecideRequestSchema, DecideResponseSchema } from "../gen/fraud/v1/decision_pb.js";
+import { grpcClient, grpcUnary } from "./helpers/grpc.js";
+import { HUMAN_DESKTOP, UK_IP } from "./helpers/inputs.js";
+import { startTestServer, type TestServer } from "./helpers/server.js";
+
+// One engine thread whose every store read takes 400 ms, and room for two evaluations: two decides fill
+// the engine for about 800 ms, long enough for the requests sent beside them to find it full. Analyze's
+// per-IP limit is lifted: the test polls it until the engine is full.
+const STORE_LATENCY_MS = 400;
+
+let server: TestServer;
+let secret: string;
+
+beforeAll(async () => {
+  server = await startTestServer({ config: { engineThreads: 1, engineQueueLimit: 2, comprehensiveBudgetMs: 10_000, rateLimitOverrides: { analyze: 1_000_000 } }, storeLatencyMs: STORE_LATENCY_MS });
+  secret = server.createAccount("Flooded").keys.test.secret;
+});
+afterAll(async () => {
+  await server.close();
+});
+
+async function post(path: string, body: Record<string, unknown>, target = { url: server.url, key: secret }) {
+  const res = await fetch(`${target.url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": target.key },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, retryAfter: res.headers.get("retry-after"), body: (await res.json()) as unknown };
+}
+
+const decide = (userId: string) => post("/api/v1/decide", { userId, action: "login", ip: UK_IP, ...HUMAN_DESKTOP });
+const decisionCount = () => (server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions").get() as { n: number }).n;
+
+describe("a full engine queue", () => {
+  it("refuses the decides past it with 503 and Retry-After, records none of them, and serves again once drained", async () => {
+    const before = decisionCount();
+    const answers = await Promise.all(Array.from({ length: 6 }, (_, i) => decide(`flood_${i}`)));
+    const accepted = answers.filter((a) => a.status === 200);
+    const refused = answers.filter((a) => a.status !== 200);
+    expect(accepted).toHaveLength(2);
+    expect(refused).toHaveLength(4);
+    for (const answer of refused) {
+      expect(answer.status).toBe(503);
+      expect(answer.retryAfter).toBe("1");
+      expect(answer.body).toMatchObject({ success: false, error: { code: "SERVICE_UNAVAILABLE", message: expect.stringMatching(/engine's queue is full/), details: { retryAfterSeconds: 1 } } });
+    }
+    await server.app.settled();
+    expect(decisionCount()).toBe(before + 2);
+    expect((await decide("after_flood")).status).toBe(200);
+    expect(server.logs.some((line) => line.includes("unhandled error"))).toBe(false);
+  });
+
+  it("refuses analyze and gRPC decide the same way while decides fill it", async () => {
+    const filling = Promise.all([decide("filler_1"), decide("filler_2")]);
+    // Analyze answers at once until the two decides reach the engine, then finds it full.
+    let analyzed = await post("/api/v1/analyze", { action: "login", ip: UK_IP, ...HUMAN_DESKTOP });
+    while (analyzed.status === 200) analyzed = await post("/api/v1/analyze", { action: "login", ip: UK_IP, ...HUMAN_DESKTOP });
+    expect(analyzed.status).toBe(503);
+    expect(analyzed.body).toMatchObject({ success: false, error: { code: "SERVICE_UNAVAILABLE" } });
+    const client = grpcClient(server.port);
+    try {
+      const grpcAnswer = await grpcUnary(client, DecisionService, "Decide", DecideRequestSchema, DecideResponseSchema, { userId: "grpc_flood", action: "login", ip: UK_IP }, { "x-api-key": secret });
+      expect(grpcAnswer.error?.code).toBe(grpc.status.UNAVAILABLE);
+      expect(grpcAnswer.error?.metadata.get("fraud-error-code")).toEqual(["SERVICE_UNAVAILABLE"]);
+    } finally {
+      client.close();
+    }
+    expect((await filling).map((a) => a.status)).toEqual([200, 200]);
+  });
+});
+
+describe("a full backtest queue", () => {
+  it("refuses the backtest past one running and 16 waiting with 503", async () => {
+    // Each backtest holds the thread for 100 ms: the 18 sent together find 17 before them at most.
+    const backtests = await startTestServer({ storeLatencyMs: 100 });
+    const target = { url: backtests.url, key: backtests.createAccount("Tuner").keys.test.secret };
+    const draft = { name: "draft", rules: [{ condition: "score >= 10", action: "deny" }] };
+    const answers = await Promise.all(Array.from({ length: 18 }, () => post("/api/v1/policies/backtest", draft, target))).finally(() => backtests.close());
+    expect(answers.filter((a) => a.status === 200)).toHaveLength(17);
+    const refused = answers.filter((a) => a.status !== 200);
+    expect(refused).toHaveLength(1);
+    expect(refused[0]).toMatchObject({ status: 503, retryAfter: "1", body: { error: { code: "SERVICE_UNAVAILABLE", message: expect.stringMatching(/backtest queue is full/) } } });
+  });
+});
