@@ -76,13 +76,15 @@ describe("decision store (the writer thread's transaction)", () => {
     // The same decision id twice: the second write fails on the primary key and leaves nothing behind.
     const duplicate = aWrite(accountId, now, { decision: { ...first.decision, evidenceId: newId("evi") } });
     const third = aWrite(accountId, now + 1);
-    const results = store.write([
+    const { results, retriedAfter } = store.write([
       prepareWrite(first, [{ kind: "event", accountId, environment: "live", payload: '{"x":1}', at: now, now }], []),
       prepareWrite(duplicate, [{ kind: "event", accountId, environment: "live", payload: '{"x":2}', at: now, now }], []),
       prepareWrite(third, [], []),
     ]);
     expect(results.map((r) => r.kind)).toEqual(["stored", "failed", "stored"]);
     expect(results[1]).toMatchObject({ message: expect.stringMatching(/UNIQUE/) });
+    // The batch's one transaction failed first, and says so.
+    expect(retriedAfter).toMatch(/UNIQUE/);
     // Before the follow-up: the decisions and one follow-up task for the two stored, no audit entry, no case yet.
     const task = db.prepare("SELECT payload FROM outbox WHERE kind = 'decision.follow-up' AND account_id = ?").all(accountId) as Array<{ payload: string }>;
     expect(task.map((row) => (JSON.parse(row.payload) as { followUps: Array<{ audit: { subject: string } }> }).followUps.map((f) => f.audit.subject))).toEqual([
@@ -114,7 +116,7 @@ describe("decision store (the writer thread's transaction)", () => {
     const entry = { requestHash: "h", response: new Uint8Array([1, 2, 3]) };
     const winner = aWrite(accountId, now, { idempotency: { key: "retry-1", entry } });
     const loser = aWrite(accountId, now, { idempotency: { key: "retry-1", entry: { requestHash: "h", response: new Uint8Array([9]) } } });
-    const results = store.write([prepareWrite(winner, [], []), prepareWrite(loser, [], [])]);
+    const { results } = store.write([prepareWrite(winner, [], []), prepareWrite(loser, [], [])]);
     store.followUp();
     expect(results[0]).toEqual({ kind: "stored" });
     expect(results[1]).toMatchObject({ kind: "replayed", response: { requestHash: "h" } });
@@ -127,12 +129,12 @@ describe("decision store (the writer thread's transaction)", () => {
     const otherId = new AccountRepository(db).create("Globex", {}, Date.now()).id;
     const mine = aWrite(accountId, now);
     const theirs = [aWrite(otherId, now), aWrite(otherId, now + 1)];
-    expect(store.write([mine, ...theirs].map((write) => prepareWrite(write, [], []))).map((r) => r.kind)).toEqual(["stored", "stored", "stored"]);
+    expect(store.write([mine, ...theirs].map((write) => prepareWrite(write, [], []))).results.map((r) => r.kind)).toEqual(["stored", "stored", "stored"]);
     // The other account's audit entries cannot be written: its group of follow-ups fails after it began.
     db.exec(`CREATE TEMP TRIGGER refuse_audit BEFORE INSERT ON audit_log WHEN NEW.account_id = '${otherId}'
              BEGIN SELECT RAISE(ABORT, 'audit refused for the test'); END`);
     try {
-      expect(store.followUp()).toEqual({ failed: 2, queuedEvents: false, error: "audit refused for the test" });
+      expect(store.followUp()).toEqual({ failed: 2, queuedEvents: false, error: "audit refused for the test", retriedAfter: "audit refused for the test" });
     } finally {
       db.exec("DROP TRIGGER temp.refuse_audit");
     }
@@ -145,6 +147,45 @@ describe("decision store (the writer thread's transaction)", () => {
     expect(store.recover()).toEqual({ recovered: 2, queuedEvents: false });
     expect(count(db, "SELECT count(*) AS n FROM audit_log WHERE account_id = ?", otherId)).toBe(2);
     expect(count(db, followUpTasks, otherId)).toBe(0);
+  });
+});
+
+describe("decision store on a locked database", () => {
+  it("fails the batch or its follow-ups after one wait, without a second attempt write by write", () => {
+    const dataDir = tempDir();
+    const db = openDatabase(dataDir);
+    const other = openDatabase(dataDir);
+    try {
+      const accountId = new AccountRepository(db).create("Acme", {}, Date.now()).id;
+      const store = new DecisionStore(db, AuditSigner.loadOrCreate(dataDir));
+      // Each attempt waits this long for the lock: the elapsed time counts the attempts.
+      const busyTimeoutMs = 500;
+      db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+      const attempts = (started: number) => (performance.now() - started) / busyTimeoutMs;
+      const now = Date.UTC(2026, 10, 21, 17);
+      expect(store.write([prepareWrite(aWrite(accountId, now), [], [])]).results).toEqual([{ kind: "stored" }]);
+      // Another connection holds the write lock past the busy timeout.
+      other.exec("BEGIN IMMEDIATE");
+      let started = performance.now();
+      const locked = store.write([prepareWrite(aWrite(accountId, now + 1), [], []), prepareWrite(aWrite(accountId, now + 2), [], [])]);
+      expect(attempts(started)).toBeLessThan(1.8);
+      expect(locked.retriedAfter).toBeUndefined();
+      expect(locked.results).toEqual([
+        { kind: "failed", message: "database is locked" },
+        { kind: "failed", message: "database is locked" },
+      ]);
+      started = performance.now();
+      const followUps = store.followUp();
+      expect(attempts(started)).toBeLessThan(1.8);
+      expect(followUps).toEqual({ failed: 1, queuedEvents: false, error: "database is locked" });
+      other.exec("ROLLBACK");
+      // The stored decision's follow-up task stayed, and is carried out once the lock is gone.
+      expect(store.recover()).toEqual({ recovered: 1, queuedEvents: false });
+      expect(count(db, "SELECT count(*) AS n FROM decisions WHERE account_id = ?", accountId)).toBe(1);
+    } finally {
+      other.close();
+      db.close();
+    }
   });
 });
 
@@ -161,7 +202,7 @@ describe("decision store recovering an earlier writer's follow-ups", () => {
       const caseEvents = [{ kind: "event", accountId, environment: "live" as const, payload: '{"type":"case.created"}', at: now, now }];
       // The first writer stores the batch and dies before its follow-ups.
       const batch = [prepareWrite(risky, [], caseEvents), prepareWrite(aWrite(accountId, now + 1), [], [])];
-      expect(new DecisionStore(db, signer).write(batch).map((r) => r.kind)).toEqual(["stored", "stored"]);
+      expect(new DecisionStore(db, signer).write(batch).results.map((r) => r.kind)).toEqual(["stored", "stored"]);
       expect(count(db, "SELECT count(*) AS n FROM audit_log WHERE account_id = ?", accountId)).toBe(0);
 
       const next = new DecisionStore(db, signer);

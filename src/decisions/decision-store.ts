@@ -44,11 +44,20 @@ export type WriteResult =
   | { kind: "replayed"; response: IdempotentResponse }
   | { kind: "failed"; message: string };
 
+/** What became of a batch's writes, in order. */
+export interface WriteReport {
+  results: WriteResult[];
+  /** Why the batch's one transaction failed, when it was then written again write by write. */
+  retriedAfter?: string;
+}
+
 /** What became of the follow-ups: how many decisions' failed (left to the outbox runner), and the first error. */
 export interface FollowUpReport {
   failed: number;
   queuedEvents: boolean;
   error?: string;
+  /** Why the one transaction for all groups failed, when they were then carried out group by group. */
+  retriedAfter?: string;
 }
 
 /** The follow-ups of a batch's stored decisions of one account and environment, with their task. */
@@ -210,21 +219,27 @@ export class DecisionStore {
   }
 
   /** The first transaction; when the commit itself fails, none of the batch is stored. */
-  write(batch: readonly StoredDecisionWrite[]): WriteResult[] {
+  write(batch: readonly StoredDecisionWrite[]): WriteReport {
+    let firstError: unknown;
     try {
       const { results, followUps } = this.writeAll.immediate(batch);
       this.pending.push(...followUps);
-      return results;
-    } catch {
-      // One of the writes failed (or the commit): find out which, storing the others.
+      return { results };
+    } catch (error) {
+      firstError = error;
     }
+    const failAll = (error: unknown): WriteReport => {
+      const message = messageOf(error);
+      return { results: batch.map(() => ({ kind: "failed", message })) };
+    };
+    if (isLocked(firstError)) return failAll(firstError);
+    // One of the writes failed (or the commit): find out which, storing the others.
     try {
       const { results, followUps } = this.writeEach.immediate(batch);
       this.pending.push(...followUps);
-      return results;
+      return { results, retriedAfter: messageOf(firstError) };
     } catch (error) {
-      const message = messageOf(error);
-      return batch.map(() => ({ kind: "failed", message }));
+      return failAll(error);
     }
   }
 
@@ -242,19 +257,36 @@ export class DecisionStore {
 
   private runFollowUps(pending: readonly PendingFollowUps[]): FollowUpReport {
     if (pending.length === 0) return { failed: 0, queuedEvents: false };
+    let firstError: unknown;
     try {
       return this.followUpAll.immediate(pending);
-    } catch {
-      // One group failed (or the commit): find out which, carrying out the others.
-    }
-    try {
-      return this.followUpEach.immediate(pending);
     } catch (error) {
-      return { failed: pending.reduce((sum, group) => sum + group.followUps.length, 0), queuedEvents: false, error: messageOf(error) };
+      firstError = error;
+    }
+    // Their tasks stay in the outbox: its runner retries them after the grace period.
+    const failAll = (error: unknown): FollowUpReport => ({
+      failed: pending.reduce((sum, group) => sum + group.followUps.length, 0),
+      queuedEvents: false,
+      error: messageOf(error),
+    });
+    if (isLocked(firstError)) return failAll(firstError);
+    // One group failed (or the commit): find out which, carrying out the others.
+    try {
+      return { ...this.followUpEach.immediate(pending), retriedAfter: messageOf(firstError) };
+    } catch (error) {
+      return failAll(error);
     }
   }
 }
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * The database stayed locked for the whole busy_timeout: a second attempt
+ * would wait as long again and find the same, with callers waiting meanwhile.
+ */
+function isLocked(error: unknown): boolean {
+  return error instanceof Error && "code" in error && typeof error.code === "string" && error.code.startsWith("SQLITE_BUSY");
 }

@@ -36,7 +36,7 @@ port.on("message", (request: WriterRequest) => {
     return;
   }
   if (request.batch === crashOnBatch) process.exit(70);
-  port.postMessage({ kind: "written", batch: request.batch, results: store.write(request.writes) } satisfies WriterReply);
+  port.postMessage({ kind: "written", batch: request.batch, ...store.write(request.writes) } satisfies WriterReply);
   // The answers are on their way. What follows them waits a few milliseconds, behind the batches that arrive
   // meanwhile (their callers are waiting), then goes in one transaction for all of them.
   if (awaitingFollowUp.push(request.batch) === 1) setTimeout(followUp, FOLLOW_UP_DELAY_MS);

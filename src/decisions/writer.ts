@@ -9,7 +9,7 @@ import type { HistoryUpdate } from "../store/history.js";
 import type { IdempotentResponse } from "../store/idempotency.js";
 import type { PolicyTriggeredEventData, ShadowPolicyResult } from "../webhooks/events.js";
 import type { Tenant } from "../store/tenant.js";
-import type { FollowUpReport, StoredDecisionWrite, WriteResult } from "./decision-store.js";
+import type { FollowUpReport, StoredDecisionWrite, WriteReport } from "./decision-store.js";
 import { followUpOf } from "./follow-up.js";
 import type { DecisionDetails } from "./record.js";
 
@@ -81,7 +81,7 @@ export type WriterRequest =
 export type WriterReply =
   /** Open, with the follow-ups an earlier writer left now carried out. */
   | { kind: "ready"; recovered: number; queuedEvents: boolean }
-  | { kind: "written"; batch: number; results: WriteResult[] }
+  | ({ kind: "written"; batch: number } & WriteReport)
   /** The batches' follow-ups are done; `failed` of them were left to the outbox runner. */
   | ({ kind: "followed"; batches: number[] } & FollowUpReport)
   | { kind: "detailsFailed"; decisionId: string; message: string };
@@ -243,7 +243,7 @@ export class DecisionWriter {
           resolve();
           if (this.isIdle()) this.whenIdle();
         }
-        else if (reply.kind === "written") this.settle(reply.batch, reply.results);
+        else if (reply.kind === "written") this.settle(reply.batch, reply);
         else if (reply.kind === "followed") this.followed(reply.batches, reply);
         else if (reply.kind === "detailsFailed") {
           this.logger.log("warn", "could not record the late comprehensive outcome", { decisionId: reply.decisionId, error: reply.message });
@@ -293,9 +293,12 @@ export class DecisionWriter {
     }
   }
 
-  private settle(batch: number, results: WriteResult[]): void {
+  private settle(batch: number, { results, retriedAfter }: WriteReport): void {
     const written = this.inFlight.get(batch);
     if (!written) return;
+    if (retriedAfter !== undefined) {
+      this.logger.log("warn", "a batch of decisions failed in one transaction and was written again one by one", { batch, error: retriedAfter });
+    }
     this.inFlight.delete(batch);
     this.following.add(batch);
     let queuedTasks = false;
@@ -311,9 +314,12 @@ export class DecisionWriter {
     this.flush();
   }
 
-  private followed(batches: number[], { failed, queuedEvents, error }: FollowUpReport): void {
+  private followed(batches: number[], { failed, queuedEvents, error, retriedAfter }: FollowUpReport): void {
     for (const batch of batches) this.following.delete(batch);
     if (queuedEvents) this.outbox.notify();
+    if (retriedAfter !== undefined) {
+      this.logger.log("warn", "decision follow-ups failed in one transaction and were carried out again account by account", { batches, error: retriedAfter });
+    }
     if (failed > 0) {
       this.logger.log("warn", "decision follow-ups failed; the outbox runner retries them", { batches, failed, error });
     }
