@@ -133,6 +133,23 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     expect(status).toBe(413);
   });
 
+  it("drops a call whose client goes away before its body ends, and goes on serving", async () => {
+    const logged = server.logs.length;
+    await new Promise<void>((resolve) => {
+      const socket = net.connect(server.port, "127.0.0.1", () => {
+        socket.write(`POST /api/v1/decide HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nX-API-Key: ${secret}\r\n\r\n{"userId":`);
+        setTimeout(() => socket.destroy(), 50);
+      });
+      socket.on("close", () => resolve());
+    });
+    const { status } = await post("/api/v1/decide", JSON.stringify({ userId: "after_abort", action: "login" }));
+    expect(status).toBe(200);
+    const lines = server.logs.slice(logged).map((line) => JSON.parse(line) as { level: string; status?: number });
+    expect(lines.filter((line) => line.level === "error")).toEqual([]);
+    // Logged as the client's doing, not as an answer it never got.
+    expect(lines.filter((line) => line.status !== 200)).toEqual([expect.objectContaining({ level: "info", route: "POST /api/v1/decide", status: 499, code: "CANCELED" })]);
+  });
+
   it("refuses deeply nested bodies", async () => {
     const deep = '{"userId":"u","action":"login","metadata":' + '{"a":'.repeat(100) + "1" + "}".repeat(100) + "}";
     const { status, body } = await post("/api/v1/decide", deep);

@@ -78,7 +78,9 @@ export class Dispatcher {
 
     this.inFlight++;
     res.once("close", () => {
-      this.observe(context, route, component, res.statusCode, grpcStatus);
+      // Closed before its answer was written: the client went away (the nginx convention, 499).
+      const status = res.writableFinished ? res.statusCode : CLIENT_CLOSED_REQUEST;
+      this.observe(context, route, component, status, grpcStatus);
       if (--this.inFlight === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
     });
     if (this.draining && !("stream" in res)) res.setHeader("connection", "close");
@@ -137,7 +139,9 @@ export class Dispatcher {
     let code = "OK";
     let serverError = status >= 500;
     let clientError = status >= 400 && status < 500;
-    if (context.error) {
+    if (status === CLIENT_CLOSED_REQUEST) {
+      code = "CANCELED";
+    } else if (context.error) {
       const described = describeError(context.error);
       code = described.code;
       serverError = described.httpStatus >= 500 && described.code !== "NOT_IMPLEMENTED";
@@ -164,6 +168,9 @@ export class Dispatcher {
     });
   }
 }
+
+/** The status logged and counted for a call whose client closed it before its answer was written. */
+const CLIENT_CLOSED_REQUEST = 499;
 
 function rpcProtocol(contentType: string | undefined): Protocol {
   if (contentType?.startsWith("application/grpc-web")) return "grpc-web";
