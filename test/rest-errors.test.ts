@@ -102,6 +102,12 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     expect(body.error.details.fieldViolations).toEqual([{ field: "userId", description: "must be a string" }]);
   });
 
+  it("refuses numbers sent as strings", async () => {
+    const { status, body } = await post("/api/v1/decide", JSON.stringify({ userId: "u", action: "checkout", amount: "5", currency: "EUR" }));
+    expect(status).toBe(400);
+    expect(body.error.details.fieldViolations).toEqual([{ field: "amount", description: "must be a number" }]);
+  });
+
   it("refuses an array where an object belongs inside the body", async () => {
     const { status, body } = await post("/api/v1/decide", JSON.stringify({ userId: "u", action: "login", device: [1] }));
     expect(status).toBe(400);

@@ -101,8 +101,10 @@ function checkScalar(scalar: ScalarType, value: JsonValue, prefix: string, name:
       if (typeof value !== "boolean") out.push({ field: pathOf(prefix, name, index), description: "must be true or false" });
       return;
     default: {
-      // Protobuf JSON also accepts numbers as strings (64-bit integers need it).
-      const numeric = typeof value === "number" || (typeof value === "string" && value.trim() !== "" && Number.isFinite(Number(value)));
+      // A number is a JSON number. Protobuf JSON also takes numbers as strings, but the REST API holds to its
+      // documented types; only 64-bit integers may be strings, as protobuf JSON writes them (a double cannot hold them all).
+      const numeric =
+        typeof value === "number" || (SIXTY_FOUR_BIT.has(scalar) && typeof value === "string" && value.trim() !== "" && Number.isFinite(Number(value)));
       if (!numeric) {
         out.push({ field: pathOf(prefix, name, index), description: "must be a number" });
         return;
@@ -122,6 +124,8 @@ function checkScalar(scalar: ScalarType, value: JsonValue, prefix: string, name:
     }
   }
 }
+
+const SIXTY_FOUR_BIT: ReadonlySet<ScalarType> = new Set([ScalarType.INT64, ScalarType.UINT64, ScalarType.SINT64, ScalarType.FIXED64, ScalarType.SFIXED64]);
 
 const MAX_EXACT = BigInt(Number.MAX_SAFE_INTEGER);
 
