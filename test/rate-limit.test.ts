@@ -96,6 +96,30 @@ describe("rate limits over the API", () => {
     expect(refused.headers.get("ratelimit-policy")).toBe('"decide";q=3;w=60');
   });
 
+  it("does not count an invalid call, and counts one the handler refuses, telling it what is left", async () => {
+    const { keys } = server.createAccount("Careless", { decide: 3 });
+    const invalid = (body: unknown) =>
+      fetch(`${server.url}/api/v1/decide`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": keys.live.secret }, body: JSON.stringify(body) });
+    for (const body of [{ userId: "u1" }, { userId: "u1", action: "login", amount: -1 }]) {
+      const refused = await invalid(body);
+      expect(refused.status).toBe(400);
+      expect(refused.headers.get("ratelimit")).toBeNull();
+    }
+    for (let i = 0; i < 3; i++) expect((await decide(keys.live.secret)).status).toBe(200);
+    expect((await decide(keys.live.secret)).status).toBe(429);
+    // Feedback on a decision that does not exist passes validation, so it counts, and its 404 says so.
+    const feedback = () =>
+      fetch(`${server.url}/api/v1/feedback`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": keys.live.secret },
+        body: JSON.stringify({ decisionId: "dec_0Vbc00000000000000000000", actualOutcome: "fraud" }),
+      });
+    const first = await feedback();
+    expect(first.status).toBe(404);
+    expect(first.headers.get("ratelimit")).toMatch(/^"feedback_hourly";r=49;t=\d+, "feedback_daily";r=199;t=\d+$/);
+    expect((await feedback()).headers.get("ratelimit")).toMatch(/^"feedback_hourly";r=48;/);
+  });
+
   it("limits analyze per client IP, raised or lowered by FRAUD_ANALYZE_RATE_LIMIT, also over gRPC", async () => {
     const { keys } = server.createAccount();
     const other = server.createAccount().keys;

@@ -11,8 +11,8 @@ import { invalidRequest, validateMessage } from "./validation.js";
 /**
  * The cross-cutting steps every call goes through, whatever its protocol
  * (the REST gateway applies the same list). Order matters and is fixed in
- * `apiInterceptors`: errors outermost, then who is calling, how often, and
- * whether the input is acceptable, before any handler runs.
+ * `apiInterceptors`: errors outermost, then who is calling, whether the input
+ * is acceptable, and how often, before any handler runs.
  */
 
 export const REQUEST_ID_HEADER = "x-request-id";
@@ -123,7 +123,14 @@ export function rateLimitInterceptor(
       for (const [name, value] of headers) error.metadata.set(name, value);
       throw error;
     }
-    const res = await next(req);
+    // The call counted: its answer says what is left, whether the handler succeeds or refuses it (404, 409).
+    let res;
+    try {
+      res = await next(req);
+    } catch (error) {
+      if (error instanceof ConnectError) for (const [name, value] of headers) error.metadata.set(name, value);
+      throw error;
+    }
     for (const [name, value] of headers) res.header.set(name, value);
     return res;
   };
@@ -159,7 +166,8 @@ export function apiInterceptors(deps: {
   return [
     errorInterceptor(deps.logger),
     authInterceptor(deps.keys),
-    rateLimitInterceptor(deps.limiter, deps.rateLimitOverrides),
+    // An invalid request is refused before it is counted: a typo does not cost the caller its quota.
     validationInterceptor(),
+    rateLimitInterceptor(deps.limiter, deps.rateLimitOverrides),
   ];
 }
