@@ -6,7 +6,7 @@ import { ManualClock } from "./helpers/clock.js";
 import { grpcClient, grpcUnary } from "./helpers/grpc.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
 
-describe("RateLimiter (sliding window counter)", () => {
+describe("RateLimiter (sliding log)", () => {
   it("admits exactly the limit, then refuses with a Retry-After until the window has slid", () => {
     const clock = new ManualClock(0);
     const limiter = new RateLimiter(clock);
@@ -23,15 +23,58 @@ describe("RateLimiter (sliding window counter)", () => {
     expect(limiter.consume(check).allowed).toBe(true);
   });
 
-  it("weights the previous window by its remaining overlap", () => {
-    const clock = new ManualClock(0);
+  it("never admits more than the limit in any window, even for a burst across a clock-minute boundary", () => {
+    const clock = new ManualClock(50_000); // second :50 of the first minute
     const limiter = new RateLimiter(clock);
-    const check = [{ name: "w", key: "k", limit: 10, windowMs: 1000 }];
-    for (let i = 0; i < 10; i++) limiter.consume(check);
-    clock.advance(1500); // half of the previous window still overlaps: 5 of 10 count
+    const check = [{ name: "decide", key: "k", limit: 100, windowMs: 60_000 }];
+    for (let i = 0; i < 100; i++) expect(limiter.consume(check).allowed).toBe(true);
+    clock.advance(12_000); // second :02 of the next minute
+    const refused = limiter.consume(check);
+    expect(refused.allowed).toBe(false);
+    // Exactly when the burst leaves the window, and not a second earlier.
+    expect(refused.retryAfterSeconds).toBe(48);
+    expect(refused.states[0]).toMatchObject({ remaining: 0, resetSeconds: 48 });
+    clock.advance(47_999);
+    expect(limiter.consume(check).allowed).toBe(false);
+    clock.advance(1);
     let admitted = 0;
     while (limiter.consume(check).allowed) admitted++;
-    expect(admitted).toBe(5);
+    expect(admitted).toBe(100);
+  });
+
+  it("admits a call exactly when fewer than the limit were admitted in the window before it", () => {
+    const clock = new ManualClock(0);
+    const limiter = new RateLimiter(clock);
+    const check = { name: "w", key: "k", limit: 7, windowMs: 1_000 };
+    const admittedAt: number[] = [];
+    let seed = 42;
+    const random = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+    for (let i = 0; i < 5_000; i++) {
+      clock.advance(Math.floor(random() * 120));
+      const now = clock.now();
+      const inWindow = admittedAt.filter((t) => t > now - check.windowMs).length;
+      const outcome = limiter.consume([check]);
+      expect(outcome.allowed).toBe(inWindow < check.limit);
+      if (outcome.allowed) admittedAt.push(now);
+      else {
+        // The wait it announces is the first moment a call would be admitted.
+        const freeAt = (admittedAt.filter((t) => t > now - check.windowMs)[inWindow - check.limit] as number) + check.windowMs;
+        expect(outcome.retryAfterSeconds).toBe(Math.max(1, Math.ceil((freeAt - now) / 1000)));
+      }
+    }
+    expect(admittedAt.length).toBeGreaterThan(1_000);
+  });
+
+  it("forgets the identities tracked longest past its cap, and each identity's calls once they leave the window", () => {
+    const clock = new ManualClock(0);
+    const limiter = new RateLimiter(clock, 3);
+    // ip0 is dropped when the fourth identity arrives: its next call starts a new log.
+    for (let i = 0; i < 10; i++) expect(limiter.consume([{ name: "analyze", key: `ip${i}`, limit: 1_000_000, windowMs: 60_000 }]).allowed).toBe(true);
+    const check = [{ name: "analyze", key: "ip0", limit: 1, windowMs: 60_000 }];
+    expect(limiter.consume(check).allowed).toBe(true);
+    expect(limiter.consume(check).allowed).toBe(false);
+    clock.advance(60_000);
+    expect(limiter.consume(check).allowed).toBe(true);
   });
 
   it("counts a call only when every rule admits it", () => {

@@ -27,22 +27,58 @@ export interface RateLimitOutcome {
   states: RateLimitState[];
 }
 
-interface Window {
-  start: number;
-  windowMs: number;
-  current: number;
-  previous: number;
+/**
+ * The admission times of one identity's calls still inside its window, oldest
+ * first, in a ring that grows (up to the limit) only as calls come: an identity
+ * holds one slot per call it made in the last window, however high its limit.
+ */
+class CallLog {
+  private times = new Float64Array(4);
+  private oldest = 0;
+  size = 0;
+
+  constructor(readonly windowMs: number) {}
+
+  /** Forgets the calls that have left the window ending now. */
+  prune(now: number): void {
+    while (this.size > 0 && (this.times[this.oldest] as number) <= now - this.windowMs) {
+      this.oldest = (this.oldest + 1) % this.times.length;
+      this.size--;
+    }
+  }
+
+  add(now: number, limit: number): void {
+    if (this.size === this.times.length) this.grow(limit);
+    this.times[(this.oldest + this.size) % this.times.length] = now;
+    this.size++;
+  }
+
+  /** Milliseconds until the oldest of the last `limit` calls leaves the window, freeing a call. */
+  waitMs(now: number, limit: number): number {
+    if (this.size < limit) return 0;
+    const freeing = this.times[(this.oldest + this.size - limit) % this.times.length] as number;
+    return Math.max(1, freeing + this.windowMs - now);
+  }
+
+  private grow(limit: number): void {
+    const grown = new Float64Array(Math.max(this.size + 1, Math.min(limit, this.times.length * 2)));
+    for (let i = 0; i < this.size; i++) grown[i] = this.times[(this.oldest + i) % this.times.length] as number;
+    this.times = grown;
+    this.oldest = 0;
+  }
 }
 
 /**
- * Sliding-window counter: each identity keeps the counts of the current and the
- * previous fixed window, and the previous one is weighted by how much of it
- * still overlaps the sliding window. O(1) time and memory per identity, and
- * exact at window boundaries for the burst case that matters (N calls admitted,
- * call N+1 refused). One instance serves every limit in the contract.
+ * A sliding log: each identity keeps the times of its calls in the last
+ * window, so a call is admitted exactly when fewer than `limit` calls were
+ * admitted in the `windowMs` before it. No window of that length ever holds
+ * more than `limit` calls, even for a burst across a clock-minute boundary,
+ * and Retry-After is the exact wait. Memory is one slot per call still in
+ * its window (bounded by the limit), time O(1) amortised. One instance serves
+ * every limit in the contract.
  */
 export class RateLimiter {
-  private readonly windows = new Map<string, Window>();
+  private readonly logs = new Map<string, CallLog>();
   private checksSinceSweep = 0;
 
   constructor(
@@ -53,19 +89,18 @@ export class RateLimiter {
   /** Admits the call only if every check admits it, and only then counts it. */
   consume(checks: readonly RateLimitCheck[]): RateLimitOutcome {
     const now = this.clock.now();
-    const entries = checks.map((check) => ({ check, window: this.windowFor(check, now) }));
-    const allowed = entries.every(({ check, window }) => estimate(window, check, now) < check.limit);
-    if (allowed) for (const { window } of entries) window.current++;
+    const entries = checks.map((check) => ({ check, log: this.logFor(check, now) }));
+    const allowed = entries.every(({ check, log }) => log.size < check.limit);
+    if (allowed) for (const { check, log } of entries) log.add(now, check.limit);
     let retryAfterSeconds = 0;
-    const states = entries.map(({ check, window }) => {
-      const used = estimate(window, check, now);
-      const wait = used < check.limit ? 0 : waitMs(window, check, now);
+    const states = entries.map(({ check, log }) => {
+      const wait = log.waitMs(now, check.limit);
       if (!allowed) retryAfterSeconds = Math.max(retryAfterSeconds, Math.ceil(wait / 1000));
       return {
         name: check.name,
         limit: check.limit,
         windowSeconds: Math.round(check.windowMs / 1000),
-        remaining: Math.max(0, check.limit - used),
+        remaining: Math.max(0, check.limit - log.size),
         resetSeconds: Math.ceil(wait / 1000),
       };
     });
@@ -73,49 +108,28 @@ export class RateLimiter {
     return { allowed, retryAfterSeconds: allowed ? 0 : Math.max(1, retryAfterSeconds), states };
   }
 
-  private windowFor(check: RateLimitCheck, now: number): Window {
+  private logFor(check: RateLimitCheck, now: number): CallLog {
     const id = `${check.name}\u0000${check.key}`;
-    const start = now - (now % check.windowMs);
-    let window = this.windows.get(id);
-    if (!window) {
-      window = { start, windowMs: check.windowMs, current: 0, previous: 0 };
-      this.windows.set(id, window);
-    } else if (window.start !== start) {
-      window.previous = start - window.start === check.windowMs ? window.current : 0;
-      window.current = 0;
-      window.start = start;
+    let log = this.logs.get(id);
+    if (!log) {
+      log = new CallLog(check.windowMs);
+      this.logs.set(id, log);
     }
-    return window;
+    log.prune(now);
+    return log;
   }
 
-  /** Drops identities idle for two windows, and the oldest ones past the cap. */
+  /** Drops identities with no call left in their window, and the oldest ones past the cap. */
   private sweepOccasionally(now: number): void {
-    if (++this.checksSinceSweep < 10_000 && this.windows.size <= this.maxTrackedKeys) return;
+    if (++this.checksSinceSweep < 10_000 && this.logs.size <= this.maxTrackedKeys) return;
     this.checksSinceSweep = 0;
-    for (const [id, window] of this.windows) {
-      if (now - window.start > 2 * window.windowMs) this.windows.delete(id);
+    for (const [id, log] of this.logs) {
+      log.prune(now);
+      if (log.size === 0) this.logs.delete(id);
     }
-    for (const id of this.windows.keys()) {
-      if (this.windows.size <= this.maxTrackedKeys) break;
-      this.windows.delete(id);
+    for (const id of this.logs.keys()) {
+      if (this.logs.size <= this.maxTrackedKeys) break;
+      this.logs.delete(id);
     }
   }
-}
-
-function estimate(window: Window, check: RateLimitCheck, now: number): number {
-  const elapsed = now - window.start;
-  return Math.floor(window.previous * (1 - elapsed / check.windowMs)) + window.current;
-}
-
-/** Milliseconds until `estimate` drops below the limit, with no further calls. */
-function waitMs(window: Window, check: RateLimitCheck, now: number): number {
-  const elapsed = now - window.start;
-  const { limit, windowMs } = check;
-  if (window.current < limit) {
-    // The previous window's weight must decay until previous*(1-e/W) < limit-current.
-    const mustReach = windowMs * (1 - (limit - window.current) / window.previous);
-    return Math.max(1, mustReach - elapsed + 1);
-  }
-  // Wait for the next window, then for this window's count (now "previous") to decay.
-  return windowMs - elapsed + windowMs * (1 - limit / window.current) + 1;
 }
