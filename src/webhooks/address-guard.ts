@@ -19,6 +19,7 @@ export interface GuardOptions {
 export type WebhookUrlProblemCode =
   | "invalid_url"
   | "unsupported_scheme"
+  | "insecure_scheme"
   | "credentials_in_url"
   | "blocked_hostname"
   | "blocked_address"
@@ -90,8 +91,9 @@ function describe(rangeType: IpRangeType): string {
 
 /**
  * The checks that need no network, for saving an endpoint and before every
- * connection: an absolute http or https URL without user name or password,
- * whose host is not a local name and, when it is an IP literal, not refused.
+ * connection: an absolute https URL (http too when private destinations are
+ * allowed) without user name or password, whose host is not a local name and,
+ * when it is an IP literal, not refused.
  * The URL parser has already turned tricks like http://0x7f.1/ or
  * http://2130706433/ into 127.0.0.1, so they are judged as such.
  */
@@ -112,10 +114,14 @@ export function checkWebhookUrl(url: string, options: GuardOptions): WebhookUrlP
   const host = hostOf(parsed);
   if (parseIp(host) !== null) {
     const problem = addressProblem(host, options);
-    return problem === undefined ? undefined : { code: "blocked_address", message: problem };
-  }
-  if (!options.allowPrivate && LOCAL_HOSTNAME.test(host.toLowerCase().replace(/\.$/, ""))) {
+    if (problem !== undefined) return { code: "blocked_address", message: problem };
+  } else if (!options.allowPrivate && LOCAL_HOSTNAME.test(host.toLowerCase().replace(/\.$/, ""))) {
     return { code: "blocked_hostname", message: `${host} names this host (set FRAUD_WEBHOOK_ALLOW_PRIVATE=true to allow it)` };
+  }
+  // Events carry user ids, e-mail addresses and scores: across networks they travel encrypted. Plain http is
+  // for receivers on the same network, which the same setting lets in.
+  if (parsed.protocol === "http:" && !options.allowPrivate) {
+    return { code: "insecure_scheme", message: "the URL must use https (http only with FRAUD_WEBHOOK_ALLOW_PRIVATE=true, for receivers on the same network)" };
   }
   return undefined;
 }

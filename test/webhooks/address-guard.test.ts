@@ -84,10 +84,16 @@ describe("addressProblem", () => {
 });
 
 describe("checkWebhookUrl", () => {
-  it("accepts public http and https URLs", () => {
+  it("accepts public https URLs", () => {
     expect(checkWebhookUrl("https://hooks.example.com/fraud?x=1", strict)).toBeUndefined();
-    expect(checkWebhookUrl("http://93.184.216.34:8443/hook", strict)).toBeUndefined();
+    expect(checkWebhookUrl("https://93.184.216.34:8443/hook", strict)).toBeUndefined();
     expect(checkWebhookUrl("https://[2606:4700:4700::1111]/hook", strict)).toBeUndefined();
+  });
+
+  it("wants https, and takes plain http only when the installation allows private destinations", () => {
+    expect(checkWebhookUrl("http://hooks.example.com/fraud", strict)).toMatchObject({ code: "insecure_scheme", message: expect.stringMatching(/must use https/) });
+    expect(checkWebhookUrl("http://93.184.216.34/hook", strict)?.code).toBe("insecure_scheme");
+    expect(checkWebhookUrl("http://hooks.example.com/fraud", relaxed)).toBeUndefined();
   });
 
   it.each([
