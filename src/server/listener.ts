@@ -19,6 +19,20 @@ const HTTP2_PREFACE_START = Buffer.from("PRI");
 /** A connection that sends nothing for this long is dropped before it is classified. */
 const FIRST_BYTES_TIMEOUT_MS = 10_000;
 
+/** How long a client may take to send a request, and to keep a connection it does not use. */
+export interface ConnectionTimeouts {
+  /** Until an HTTP/1.1 request's headers are in (408 past it). */
+  headersMs: number;
+  /** Until a whole request is in, headers and body: 408 over HTTP/1.1, the stream cancelled over HTTP/2. */
+  requestMs: number;
+  /** An HTTP/1.1 connection, or an HTTP/2 session, with no request open this long is closed. */
+  idleMs: number;
+  /** How often HTTP/1.1 connections are looked over for the first two (Node's connectionsCheckingInterval). */
+  checkIntervalMs: number;
+}
+
+export const DEFAULT_CONNECTION_TIMEOUTS: ConnectionTimeouts = { headersMs: 20_000, requestMs: 30_000, idleMs: 65_000, checkIntervalMs: 1_000 };
+
 /**
  * One plaintext port for HTTP/1.1 (REST, Connect, gRPC-Web) and HTTP/2 with
  * prior knowledge (gRPC, Connect). The first bytes of each connection decide
@@ -31,13 +45,26 @@ export class DualProtocolListener {
   private readonly sessions = new Set<http2.ServerHttp2Session>();
   private readonly sockets = new Set<net.Socket>();
 
-  constructor(listener: RequestListener) {
-    this.http1 = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 30_000, headersTimeout: 20_000 }, listener);
+  constructor(
+    listener: RequestListener,
+    private readonly timeouts: ConnectionTimeouts = DEFAULT_CONNECTION_TIMEOUTS,
+  ) {
+    this.http1 = http.createServer(
+      {
+        keepAliveTimeout: timeouts.idleMs,
+        requestTimeout: timeouts.requestMs,
+        headersTimeout: timeouts.headersMs,
+        connectionsCheckingInterval: timeouts.checkIntervalMs,
+      },
+      listener,
+    );
     this.http2 = http2.createServer({ maxSessionMemory: 32 }, listener);
     this.http2.on("session", (session) => {
       this.sessions.add(session);
       session.once("close", () => this.sessions.delete(session));
+      this.closeWhenIdle(session);
     });
+    this.http2.on("stream", (stream) => this.limitRequestTime(stream));
     this.tcp = net.createServer((socket) => {
       this.sockets.add(socket);
       socket.once("close", () => this.sockets.delete(socket));
@@ -50,6 +77,10 @@ export class DualProtocolListener {
       this.tcp.once("error", reject);
       this.tcp.listen(port, host, () => {
         this.tcp.off("error", reject);
+        // Node arms the HTTP/1.1 server's request and headers timeouts (its connection tracking) when that
+        // server emits 'listening'. It never listens itself, connections are handed to it, so it is told here;
+        // without this, a client that stops halfway through a request would hold its connection forever.
+        this.http1.emit("listening");
         resolve(this.tcp.address() as net.AddressInfo);
       });
     });
@@ -97,6 +128,35 @@ export class DualProtocolListener {
   destroyAll(): void {
     for (const session of this.sessions) session.destroy();
     for (const socket of this.sockets) socket.destroy();
+  }
+
+  /** Cancels a stream whose request is not all in within the request timeout, as HTTP/1.1 answers 408. */
+  private limitRequestTime(stream: http2.ServerHttp2Stream): void {
+    const timer = setTimeout(() => {
+      // remoteClose: the client has ended its side (the whole request is in), whether it was read yet or not.
+      if (!stream.destroyed && !stream.state.remoteClose) stream.close(http2.constants.NGHTTP2_CANCEL);
+    }, this.timeouts.requestMs);
+    timer.unref();
+    stream.once("close", () => clearTimeout(timer));
+  }
+
+  /** Closes (GOAWAY) a session that has had no stream open for the idle timeout, as keep-alive does for HTTP/1.1. */
+  private closeWhenIdle(session: http2.ServerHttp2Session): void {
+    let open = 0;
+    let timer: NodeJS.Timeout | undefined;
+    const arm = () => {
+      timer = setTimeout(() => session.close(), this.timeouts.idleMs);
+      timer.unref();
+    };
+    session.on("stream", (stream: http2.ServerHttp2Stream) => {
+      open++;
+      clearTimeout(timer);
+      stream.once("close", () => {
+        if (--open === 0 && !session.closed) arm();
+      });
+    });
+    session.once("close", () => clearTimeout(timer));
+    arm();
   }
 
   private classify(socket: net.Socket): void {

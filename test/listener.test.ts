@@ -1,0 +1,93 @@
+import http2 from "node:http2";
+import net from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DualProtocolListener, type ConnectionTimeouts } from "../src/server/listener.js";
+
+// Short timeouts, so that a client that stops halfway is dropped within the test (Node's own timers: no clock to inject).
+const TIMEOUTS: ConnectionTimeouts = { headersMs: 300, requestMs: 600, idleMs: 800, checkIntervalMs: 100 };
+/** Longer than the request timeout: the deadline is for receiving a request, not for answering it. */
+const SLOW_ANSWER_MS = 1_000;
+
+let listener: DualProtocolListener;
+let port: number;
+
+beforeAll(async () => {
+  listener = new DualProtocolListener((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => {
+      setTimeout(() => res.end(`got ${Buffer.concat(chunks).length} bytes`), req.url === "/slow" ? SLOW_ANSWER_MS : 0);
+    });
+  }, TIMEOUTS);
+  port = (await listener.listen(0, "127.0.0.1")).port;
+});
+afterAll(async () => {
+  const stopped = listener.stopAccepting();
+  listener.destroyAll();
+  await stopped;
+});
+
+/** Writes `text` on a raw connection and resolves with what came back once the server closes it, and when. */
+function rawHttp1(text: string): Promise<{ answer: string; closedAfterMs: number }> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const socket = net.connect(port, "127.0.0.1", () => socket.write(text));
+    let answer = "";
+    socket.on("data", (chunk) => (answer += chunk));
+    socket.on("error", reject);
+    socket.on("close", () => resolve({ answer, closedAfterMs: performance.now() - started }));
+  });
+}
+
+describe("connection timeouts over HTTP/1.1", () => {
+  it("answers 408 and closes a connection whose headers never end", async () => {
+    const { answer, closedAfterMs } = await rawHttp1("GET / HTTP/1.1\r\nHost: x\r\n");
+    expect(answer).toMatch(/^HTTP\/1.1 408 /);
+    expect(closedAfterMs).toBeGreaterThanOrEqual(TIMEOUTS.headersMs - 50);
+  });
+
+  it("answers 408 and closes a connection whose body never ends", async () => {
+    const { answer, closedAfterMs } = await rawHttp1("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"u");
+    expect(answer).toMatch(/^HTTP\/1.1 408 /);
+    expect(closedAfterMs).toBeGreaterThanOrEqual(TIMEOUTS.requestMs - 50);
+  });
+
+  it("answers a whole request however long the answer takes, then closes the idle connection", async () => {
+    const { answer, closedAfterMs } = await rawHttp1("POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}");
+    expect(answer).toMatch(/^HTTP\/1.1 200 [\s\S]*got 2 bytes$/);
+    expect(closedAfterMs).toBeGreaterThanOrEqual(SLOW_ANSWER_MS + TIMEOUTS.idleMs - 50);
+  });
+});
+
+describe("connection timeouts over HTTP/2", () => {
+  it("cancels a stream whose request never ends, and still answers a whole one that takes long", async () => {
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    try {
+      const stalled = session.request({ ":method": "POST", ":path": "/" });
+      stalled.write("{\"u");
+      const slow = session.request({ ":method": "POST", ":path": "/slow" });
+      slow.end("{}");
+      const cancelled = new Promise<number>((resolve) => stalled.on("close", () => resolve(stalled.rstCode ?? -1)));
+      stalled.on("error", () => undefined);
+      let body = "";
+      slow.on("data", (chunk: Buffer) => (body += chunk.toString()));
+      const answered = new Promise<string>((resolve) => slow.on("end", () => resolve(body)));
+      expect(await cancelled).toBe(http2.constants.NGHTTP2_CANCEL);
+      expect(await answered).toBe("got 2 bytes");
+    } finally {
+      session.destroy();
+    }
+  });
+
+  it("closes a session that has had no stream open for the idle timeout", async () => {
+    const started = performance.now();
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    const request = session.request({ ":path": "/" });
+    request.resume();
+    await new Promise((resolve) => request.on("end", resolve));
+    const goaway = new Promise<void>((resolve) => session.once("goaway", () => resolve()));
+    await goaway;
+    expect(performance.now() - started).toBeGreaterThanOrEqual(TIMEOUTS.idleMs - 50);
+    session.destroy();
+  });
+});
