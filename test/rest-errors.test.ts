@@ -6,6 +6,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import * as grpc from "@grpc/grpc-js";
 import { DecisionService, DecideRequestSchema, DecideResponseSchema } from "../gen/fraud/v1/decision_pb.js";
 import { ErrorDetailSchema } from "../gen/fraud/v1/errors_pb.js";
+import { ListService } from "../gen/fraud/v1/list_pb.js";
 import { grpcClient, grpcUnary } from "./helpers/grpc.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
 
@@ -177,6 +178,13 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     expect(wrong.status).toBe(405);
     expect(wrong.headers.get("allow")).toBe("POST");
     expect(((await wrong.json()) as ErrorBody).error.code).toBe("METHOD_NOT_ALLOWED");
+    // Counted by route template: paths a client invents add no metric series.
+    for (const id of ["case_invented_1", "case_invented_2"]) {
+      expect((await fetch(`${server.url}/api/v1/cases/${id}`, { method: "PUT" })).status).toBe(405);
+    }
+    const metrics = await (await fetch(`${server.url}/api/metrics`)).text();
+    expect(metrics).toMatch(/fraud_requests_total\{route="PUT \/api\/v1\/cases\/\{id\}",protocol="rest",outcome="client_error",code="METHOD_NOT_ALLOWED"\} 2/);
+    expect(metrics).not.toContain("case_invented");
   });
 
   it("validates query parameters by type and name", async () => {
@@ -317,9 +325,41 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     }
   });
 
+  it("refuses a timestamp past what RFC 3339 writes, sent in binary protobuf, storing nothing", async () => {
+    const lists = createClient(ListService, createConnectTransport({ baseUrl: server.url, httpVersion: "1.1", useBinaryFormat: true }));
+    const created = await fetch(`${server.url}/api/v1/lists/far_future`, {
+      method: "PUT",
+      headers: { "content-type": "application/json", "x-api-key": secret },
+      body: JSON.stringify({ kind: "user", type: "deny" }),
+    });
+    expect(created.status).toBeLessThan(300);
+    const entries = [{ value: "fine" }, { value: "far", expiresAt: { seconds: 300_000_000_000n } }];
+    const error = await lists.addListEntries({ name: "far_future", entries }, { headers: { "x-api-key": secret } }).then(() => undefined, (e: unknown) => e);
+    expect((error as ConnectError).code).toBe(Code.InvalidArgument);
+    expect((error as ConnectError).findDetails(ErrorDetailSchema)[0]?.fieldViolations.map((v) => v.field)).toEqual(["entries[1].expiresAt"]);
+    const list = await fetch(`${server.url}/api/v1/lists/far_future`, { headers: { "x-api-key": secret } });
+    expect(list.status).toBe(200);
+    expect(((await list.json()) as { data: { entries?: unknown[] } }).data.entries ?? []).toEqual([]);
+  });
+
   it("never answered with a server error during these tests", async () => {
     const metrics = await (await fetch(`${server.url}/api/metrics`)).text();
     expect(metrics).not.toMatch(/outcome="server_error"/);
     expect(metrics).toMatch(/fraud_requests_total\{route="POST \/api\/v1\/decide",protocol="rest",outcome="client_error",code="VALIDATION_ERROR"\}/);
+  });
+
+  it("answers 500 with the error envelope and logs the cause when an answer cannot be encoded", async () => {
+    const headers = { "content-type": "application/json", "x-api-key": secret };
+    await fetch(`${server.url}/api/v1/lists/unreadable`, { method: "PUT", headers, body: JSON.stringify({ kind: "user", type: "deny" }) });
+    const added = await post("/api/v1/lists/unreadable/entries", JSON.stringify({ entries: [{ value: "far", expiresAt: "2030-01-01T00:00:00Z" }] }));
+    expect(added.status).toBe(200);
+    // Stored before timestamps were checked (or written behind the service's back): a year past 9999.
+    server.app.db.prepare("UPDATE list_entries SET expires_at = ? WHERE list_name = ?").run(300_000_000_000_000, "unreadable");
+    const logged = server.logs.length;
+    const res = await fetch(`${server.url}/api/v1/lists/unreadable`, { headers: { "x-api-key": secret } });
+    expect(res.status).toBe(500);
+    const body = (await res.json()) as ErrorBody;
+    expect(body).toMatchObject({ success: false, error: { code: "INTERNAL_ERROR", message: expect.stringMatching(/^internal error; quote request id req_/) } });
+    expect(server.logs.slice(logged).some((line) => line.includes('"unhandled error"') && line.includes("Timestamp"))).toBe(true);
   });
 });

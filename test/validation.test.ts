@@ -2,6 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { validateMessage } from "../src/api/validation.js";
 import { DecideRequestSchema } from "../gen/fraud/v1/decision_pb.js";
+import { AddListEntriesRequestSchema } from "../gen/fraud/v1/list_pb.js";
 
 describe("validateMessage", () => {
   it("names each violation by its JSON path: nested messages, list items and values inside a Struct", () => {
@@ -18,6 +19,27 @@ describe("validateMessage", () => {
       { field: "metadata.tags[1][0]", description: "must be at most 1024 characters" },
       { field: "metadata.limits.daily", description: "must be a finite number" },
     ]);
+  });
+
+  it("bounds the keys of metadata objects, naming the object that holds the long one", () => {
+    const message = create(DecideRequestSchema, { userId: "u", action: "login", metadata: { cart: { ["k".repeat(1_025)]: 1, ["k".repeat(1_024)]: 2 } } });
+    expect(validateMessage(DecideRequestSchema, message)).toEqual([{ field: "metadata.cart", description: "has a key longer than 1024 characters" }]);
+  });
+
+  it("refuses timestamps that RFC 3339 cannot write, which binary protobuf can carry", () => {
+    const entries = [
+      { value: "a", expiresAt: { seconds: 253_402_300_799n, nanos: 999_999_999 } },
+      { value: "b", expiresAt: { seconds: 253_402_300_800n } },
+      { value: "c", expiresAt: { seconds: 9_223_372_036_854_775_807n } },
+      { value: "d", expiresAt: { seconds: -62_135_596_801n } },
+      { value: "e", expiresAt: { seconds: 1n, nanos: -1 } },
+      { value: "f" },
+    ];
+    const message = create(AddListEntriesRequestSchema, { name: "blocked", entries });
+    const wanted = "must be a time from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z";
+    expect(validateMessage(AddListEntriesRequestSchema, message)).toEqual(
+      [1, 2, 3, 4].map((i) => ({ field: `entries[${i}].expiresAt`, description: wanted })),
+    );
   });
 
   it("finds nothing wrong with a valid request", () => {

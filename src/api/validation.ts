@@ -1,5 +1,6 @@
 import { isIP } from "node:net";
 import { ScalarType, createRegistry, getOption, hasOption, type DescField, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { StringFormat, message_rules, string_value, validate, type FieldRules } from "../../gen/fraud/v1/options_pb.js";
 import { file_fraud_v1_value_sets } from "../../gen/fraud/v1/value_sets_pb.js";
 import type { FieldViolation } from "../../gen/fraud/v1/errors_pb.js";
@@ -66,6 +67,7 @@ function compileMessage(desc: DescMessage): Check[] {
     if (isFloatingPoint(field)) checks.push(compileFinite(field));
     const nested = nestedMessage(field);
     if (nested?.typeName === "google.protobuf.Struct" && field.fieldKind === "message") checks.push(compileStructValues(field));
+    else if (nested?.typeName === "google.protobuf.Timestamp") checks.push(compileTimestamp(field));
     else if (nested && !isWellKnown(nested)) checks.push(compileNested(field, nested));
   }
   if (hasOption(desc, message_rules)) {
@@ -154,11 +156,42 @@ function structValues(value: JsonValue, parent: string, key: string, index: numb
     }
   } else if (value !== null && typeof value === "object") {
     const prefix = `${pathOf(parent, key, index)}.`;
-    for (const child in value) structValues(value[child] as JsonValue, prefix, child, -1, out);
+    for (const child in value) {
+      // Keys are strings rules read too; named by their parent, since the key itself may be the long part.
+      if (codePointLength(child, MAX_STRUCT_STRING) > MAX_STRUCT_STRING) {
+        out.push({ field: pathOf(parent, key, index), description: `has a key longer than ${MAX_STRUCT_STRING} characters` });
+      } else {
+        structValues(value[child] as JsonValue, prefix, child, -1, out);
+      }
+    }
   }
 }
 
-/** google.protobuf types (Struct, Timestamp, ...) carry no rules of ours. */
+/**
+ * A Timestamp holds what RFC 3339 can write: 0001-01-01T00:00:00Z to
+ * 9999-12-31T23:59:59.999999999Z. JSON cannot carry anything else, but binary
+ * protobuf (gRPC, Connect) can, and a value past it could be stored and then
+ * never be read back as JSON.
+ */
+const MIN_TIMESTAMP_SECONDS = -62_135_596_800n;
+const MAX_TIMESTAMP_SECONDS = 253_402_300_799n;
+
+function compileTimestamp(field: DescField): Check {
+  const name = field.jsonName;
+  const check = (value: unknown, path: () => string, out: Violation[]) => {
+    const { seconds, nanos } = value as Timestamp;
+    if (seconds < MIN_TIMESTAMP_SECONDS || seconds > MAX_TIMESTAMP_SECONDS || nanos < 0 || nanos > 999_999_999) {
+      out.push({ field: path(), description: "must be a time from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z" });
+    }
+  };
+  return (message, prefix, out) => {
+    const value = message[field.localName];
+    if (Array.isArray(value)) value.forEach((item, index) => check(item, () => pathOf(prefix, name, index), out));
+    else if (value !== undefined) check(value, () => prefix + name, out);
+  };
+}
+
+/** Other google.protobuf types carry no rules of ours. */
 function isWellKnown(desc: DescMessage): boolean {
   return desc.typeName.startsWith("google.protobuf.");
 }

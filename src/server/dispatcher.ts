@@ -110,6 +110,8 @@ export class Dispatcher {
           component = componentOf(match.route.contract.method.parent.typeName);
           await this.gateway.serve(match, req, res, context, url);
         } else if (match.kind === "wrong-method") {
+          // By its template, as matched routes are: a raw path would add a metric series per path a client invents.
+          route = `${req.method ?? ""} ${match.template}`;
           res.setHeader("allow", match.allowed.join(", "));
           this.gateway.writeError(res, context, apiError("METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${pathname}; use ${match.allowed.join(" or ")}`));
         } else {
@@ -118,7 +120,13 @@ export class Dispatcher {
         }
       }
     } catch (error) {
-      // Reached only when the connection broke mid-response; there is no one left to answer.
+      if (!res.headersSent && !rpc) {
+        // A REST answer that could not be written (its message could not be encoded): a fault of the service.
+        this.deps.logger.log("error", "unhandled error", { requestId: context.requestId, route, error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+        this.gateway.writeError(res, context, apiError("INTERNAL_ERROR", `internal error; quote request id ${context.requestId} when reporting it`, { cause: error }));
+        return;
+      }
+      // The connection broke mid-response: there is no one left to answer.
       this.deps.logger.log("warn", "response failed", { requestId: context.requestId, error: String(error) });
       if (!res.headersSent) res.writeHead(500);
       res.end();

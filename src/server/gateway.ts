@@ -49,7 +49,8 @@ interface RestRoute {
 
 export type RouteMatch =
   | { kind: "route"; route: RestRoute; params: string[] }
-  | { kind: "wrong-method"; allowed: string[] }
+  /** The path is known, the verb is not one of its routes'; `template` names the path (metrics, logs). */
+  | { kind: "wrong-method"; allowed: string[]; template: string }
   | { kind: "none" };
 
 export interface RestGatewayOptions {
@@ -99,13 +100,15 @@ export class RestGateway {
 
   match(verb: string, pathname: string): RouteMatch {
     const allowed: string[] = [];
+    let template = "";
     for (const route of this.routes) {
       const found = route.pattern.exec(pathname);
       if (!found) continue;
       if (route.verb === verb) return { kind: "route", route, params: found.slice(1) };
       allowed.push(route.verb);
+      template ||= route.template;
     }
-    return allowed.length > 0 ? { kind: "wrong-method", allowed } : { kind: "none" };
+    return allowed.length > 0 ? { kind: "wrong-method", allowed, template } : { kind: "none" };
   }
 
   /** Serves one matched REST call; always answers, never throws. */
