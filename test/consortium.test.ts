@@ -108,6 +108,10 @@ describe("consortium sharing between two installations", () => {
     expect(first).toMatchObject({ status: 200, body: { data: { accepted: 1, duplicate: false } } });
     const again = await post<{ data: { accepted: number; duplicate: boolean } }>(hub, memberToken, path, signed);
     expect(again.body.data).toEqual({ accepted: 0, duplicate: true });
+    // A batch id is its sender's: the same id from another account is that account's own batch, not a retry.
+    const otherSender = hub.app.keys.issue({ accountId: hubMerchant.account.id, environment: "live", kind: "secret", permissions: ["consortium:write"], name: "merchant B feed" }).key;
+    const fromOther = await post<{ data: { accepted: number; duplicate: boolean } }>(hub, otherSender, path, signed);
+    expect(fromOther.body.data).toEqual({ accepted: 1, duplicate: false });
 
     type ErrorBody = { error: { code: string } };
     const forged = await post<ErrorBody>(hub, memberToken, path, { ...signed, batchId: "cb_manualbatch000000000002", signature: signBatch("a key that is not the consortium's", batch) });

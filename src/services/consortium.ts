@@ -31,7 +31,7 @@ export function createConsortiumService(deps: { consortium: ConsortiumRepository
       const verification = verifyBatch(settings.key, batch, request.signature, now);
       if (verification === "signature_mismatch") throw apiError("UNAUTHORIZED", "the batch signature does not verify with this consortium's key");
       if (verification === "outside_tolerance") throw apiError("UNAUTHORIZED", `the batch was signed more than ${SIGNATURE_TOLERANCE_SECONDS} seconds from this server's clock`);
-      const stored = deps.consortium.storeBatch(tenant.environment, request.batchId, indicators, now);
+      const stored = deps.consortium.storeBatch(tenant, request.batchId, indicators, now);
       return { accepted: stored ? indicators.length : 0, duplicate: !stored };
     },
   };

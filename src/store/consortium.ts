@@ -50,7 +50,7 @@ export class ConsortiumRepository {
        ON CONFLICT DO UPDATE SET consortium_key = @key, share_url = @shareUrl, share_token = @shareToken, updated_at = @now`,
     );
     this.deleteSettingsStmt = db.prepare<[string, string]>("DELETE FROM consortium_settings WHERE account_id = ? AND environment = ?");
-    this.claimBatchStmt = db.prepare<[string, number]>("INSERT OR IGNORE INTO consortium_batches VALUES (?, ?)");
+    this.claimBatchStmt = db.prepare<[string, string, string, number]>("INSERT OR IGNORE INTO consortium_batches VALUES (?, ?, ?, ?)");
     this.upsertIndicatorStmt = db.prepare<[string, string, string, number, number]>(
       `INSERT INTO consortium_indicators VALUES (?, ?, ?, 1, ?, ?)
        ON CONFLICT DO UPDATE SET reports = reports + 1, last_seen = excluded.last_seen`,
@@ -58,9 +58,9 @@ export class ConsortiumRepository {
     this.indicatorStmt = db.prepare<[string, string], { type: IndicatorType }>(
       "SELECT type FROM consortium_indicators WHERE environment = ? AND hash = ?",
     );
-    this.storeBatchTx = db.transaction((environment: string, batchId: string, indicators: readonly Indicator[], now: number): boolean => {
-      if (this.claimBatchStmt.run(batchId, now).changes === 0) return false;
-      for (const indicator of indicators) this.upsertIndicatorStmt.run(environment, indicator.hash, indicator.type, now, now);
+    this.storeBatchTx = db.transaction((sender: Tenant, batchId: string, indicators: readonly Indicator[], now: number): boolean => {
+      if (this.claimBatchStmt.run(sender.accountId, sender.environment, batchId, now).changes === 0) return false;
+      for (const indicator of indicators) this.upsertIndicatorStmt.run(sender.environment, indicator.hash, indicator.type, now, now);
       return true;
     });
   }
@@ -78,9 +78,12 @@ export class ConsortiumRepository {
     return this.deleteSettingsStmt.run(tenant.accountId, tenant.environment).changes === 1;
   }
 
-  /** Stores a received batch once; false when the batch id was seen before (a retry). */
-  storeBatch(environment: string, batchId: string, indicators: readonly Indicator[], now: number): boolean {
-    return this.storeBatchTx.immediate(environment, batchId, indicators, now);
+  /**
+   * Stores a batch received from `sender` (the member whose key sent it) once: false when that member sent
+   * the batch id before (a retry). Its indicators join the sender's environment, for every member in it.
+   */
+  storeBatch(sender: Tenant, batchId: string, indicators: readonly Indicator[], now: number): boolean {
+    return this.storeBatchTx.immediate(sender, batchId, indicators, now);
   }
 
   /**

@@ -375,4 +375,17 @@ export const migrations: readonly string[] = [
   `
   ALTER TABLE user_profiles DROP COLUMN last_ip;
   `,
+  // 9: batch ids are the sending member's: one account's (or environment's) batch must never be taken for
+  // another's retry. The ids stored so far name no sender; they only caught retries, which come within
+  // minutes, so they are let go rather than guessed at.
+  `
+  DROP TABLE consortium_batches;
+  CREATE TABLE consortium_batches (
+    account_id TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    id TEXT NOT NULL,
+    received_at INTEGER NOT NULL,
+    PRIMARY KEY (account_id, environment, id)
+  ) STRICT, WITHOUT ROWID;
+  `,
 ];
