@@ -1,6 +1,7 @@
 import http from "node:http";
 import fs from "node:fs";
 import net from "node:net";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runFraudctl, startServerProcess, type ServerProcess } from "./helpers/process.js";
 import { tempDir } from "./helpers/server.js";
@@ -24,10 +25,20 @@ async function listCases(key: string): Promise<number> {
 }
 
 describe("first run", () => {
-  it("creates a demo account on an empty data dir and prints its test keys and a curl line", () => {
+  it("creates a demo account on an empty data dir, its test keys in a file only the owner reads, and prints a curl line without them", async () => {
+    const keysFile = path.join(dataDir, "demo-keys.json");
+    const demo = JSON.parse(fs.readFileSync(keysFile, "utf8")) as { account: string; test: { publishable: string; secret: string } };
+    expect(demo.account).toMatch(/^acct_/);
+    expect(demo.test.publishable).toMatch(/^pk_test_[0-9A-Za-z]{32}$/);
+    expect(demo.test.secret).toMatch(/^sk_test_[0-9A-Za-z]{32}$/);
+    expect(fs.statSync(keysFile).mode & 0o777).toBe(0o600);
+    expect(await listCases(demo.test.secret)).toBe(200);
     const output = server.output();
-    expect(output).toMatch(/test publishable key: pk_test_[0-9A-Za-z]{32}/);
-    expect(output).toMatch(/test secret key: +sk_test_[0-9A-Za-z]{32}/);
+    // The output (which ends up in logs) names the keys by their last 4 characters only.
+    expect(output).not.toContain(demo.test.secret);
+    expect(output).not.toContain(demo.test.publishable);
+    expect(output).toContain(`secret …${demo.test.secret.slice(-4)}`);
+    expect(output).toContain(`require('${keysFile}').test.secret`);
     expect(output).toContain(`curl -s http://localhost:${server.port}/api/v1/decide`);
   });
 });

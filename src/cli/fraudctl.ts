@@ -436,6 +436,9 @@ function describeKey(record: ApiKeyRecord) {
   };
 }
 
+/** Where `serve` puts the demo account's test keys on first start (in the data directory, mode 0600). */
+const DEMO_KEYS_FILE = "demo-keys.json";
+
 /**
  * V8 lets a heap grow to several times what survived its last full
  * collection before collecting again. Under load the request thread's live
@@ -461,22 +464,25 @@ async function serve(io: CliIo, env: NodeJS.ProcessEnv): Promise<number> {
   }
   if (config.seedDemoAccount && app.accounts.count() === 0) {
     const demo = app.keys.createAccount("Demo");
-    io.out(
-      [
-        "",
-        "  Empty data directory: created a demo account.",
-        `  account:              ${demo.account.id}`,
-        `  test publishable key: ${demo.keys.test.publishable}`,
-        `  test secret key:      ${demo.keys.test.secret}`,
-        "  Its live keys are not printed here (this output often ends up in logs); to get one:",
-        `  fraudctl keys create --account ${demo.account.id} --env live --type secret`,
-        "",
-        "  Try it:",
-        `  curl -s http://localhost:${address.port}/api/v1/decide -H 'X-API-Key: ${demo.keys.test.secret}' \\`,
+    // The keys go to a file only its owner can read, never to this output: a server's output ends up in logs,
+    // where keys appear by their last 4 characters only.
+    const keysFile = path.join(config.dataDir, DEMO_KEYS_FILE);
+    const lines = ["", `  Empty data directory: created a demo account (${demo.account.id}).`];
+    try {
+      fs.writeFileSync(keysFile, `${JSON.stringify({ account: demo.account.id, test: demo.keys.test }, null, 2)}\n`, { mode: 0o600, flag: "wx" });
+      lines.push(
+        `  Its test keys (publishable ${keyHint(demo.keys.test.publishable)}, secret ${keyHint(demo.keys.test.secret)}) are in ${keysFile},`,
+        "  readable by you only. Try it:",
+        `  export FRAUD_SECRET_KEY=$(node -p "require('${keysFile}').test.secret")`,
+        `  curl -s http://localhost:${address.port}/api/v1/decide -H "X-API-Key: $FRAUD_SECRET_KEY" \\`,
         `    -H 'Content-Type: application/json' -d '{"userId":"user_1","action":"login","ip":"81.2.69.160"}'`,
-        "",
-      ].join("\n") + "\n",
-    );
+      );
+    } catch (error) {
+      lines.push(`  Could not write its keys to ${keysFile} (${error instanceof Error ? error.message : String(error)}); issue one with:`);
+      lines.push(`  fraudctl keys create --account ${demo.account.id} --env test --type secret`);
+    }
+    lines.push("  Its live keys are in no file; to get one:", `  fraudctl keys create --account ${demo.account.id} --env live --type secret`, "");
+    io.out(`${lines.join("\n")}\n`);
   }
   app.logger.log("info", "listening", { host: address.address, port: address.port, dataDir: config.dataDir });
   await new Promise<void>((resolve) => {
