@@ -50,7 +50,7 @@ function aWrite(accountId: string, now: number, overrides: Partial<DecisionWrite
     actor: "key_test",
     decision: { id, evidenceId: newId("evi"), requestId: newId("req"), userId: "u", action: "login", createdAt: now, decision: "allow", score: 5, confidence: 0.8, details: details() },
     evidence: { decisionId: id, signals: { network: { valid: true } } },
-    history: { userId: "u", ip: "81.2.69.160", deviceId: "d1", email: "u@example.com", country: "GB", amount: undefined, currency: "" },
+    history: { userId: "u", ip: "81.2.69.160", deviceId: "d1", email: "u@example.com", country: "GB", amount: undefined, currency: "", allowed: true },
     policy,
     now,
     ...overrides,

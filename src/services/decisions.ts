@@ -262,7 +262,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
         actor,
         decision: stored,
         evidence,
-        history: { ...entities, country: signals.geo.country, amount: request.amount, currency: request.currency },
+        history: { ...entities, country: signals.geo.country, amount: request.amount, currency: request.currency, allowed: verdict.decision === "allow" },
         policy: policyEffects(policies, evaluation, result.score),
         openCase: caseForDecision({ ...stored, reasons: result.reasons }, evaluation.review),
         idempotency: idempotencyKey !== undefined ? { key: idempotencyKey, entry: { requestHash, response: toBinary(DecideResponseSchema, response) } } : undefined,

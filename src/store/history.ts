@@ -25,6 +25,14 @@ export interface HistoryUpdate extends DecisionEntities {
   country: string;
   amount: number | undefined;
   currency: string;
+  /**
+   * The decision allowed the request. Only then does it teach the user's
+   * profile (its device, country and amount become the user's, its time and
+   * country the user's last location): an attacker challenged or denied from
+   * a new device must not make that device known by retrying. Every attempt
+   * counts in the velocity counters.
+   */
+  allowed: boolean;
 }
 
 interface VelocityRow {
@@ -150,7 +158,7 @@ export class HistoryRepository {
         this.bumpUsersStmt.run(accountId, environment, entity, day);
       }
     }
-    if (!update.userId) return;
+    if (!update.userId || !update.allowed) return;
     const profile = this.profileStmt.get(accountId, environment, update.userId);
     const remember = (json: string | undefined, value: string): string => {
       const list = json ? (JSON.parse(json) as string[]) : [];
@@ -166,12 +174,14 @@ export class HistoryRepository {
         mean: stats.mean + (update.amount - stats.mean) / (stats.count + 1),
       };
     }
+    // The last location is the last decision whose IP has a country: travel is measured from there, and from then.
+    const located = update.country !== "" || profile === undefined;
     this.saveProfileStmt.run({
       accountId,
       environment,
       userId: update.userId,
-      at: now,
-      country: update.country || (profile?.last_country ?? ""),
+      at: located ? now : profile.last_decision_at,
+      country: located ? update.country : profile.last_country,
       devices: remember(profile?.known_devices, update.deviceId),
       countries: remember(profile?.known_countries, update.country),
       amounts: JSON.stringify(amounts),

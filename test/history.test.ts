@@ -1,0 +1,48 @@
+import { afterAll, describe, expect, it } from "vitest";
+import { entityKeysByKind } from "../src/graph/entities.js";
+import { openDatabase } from "../src/store/database.js";
+import { HistoryRepository, type HistoryUpdate } from "../src/store/history.js";
+import { tempDir } from "./helpers/server.js";
+
+const db = openDatabase(tempDir());
+const history = new HistoryRepository(db);
+const tenant = { accountId: "acct_history", environment: "live" as const };
+afterAll(() => db.close());
+
+const HOUR = 3_600_000;
+const start = Date.UTC(2026, 10, 20, 8);
+
+function decide(update: Partial<HistoryUpdate> & { deviceId: string; at: number }) {
+  const entities = { userId: "nina", ip: "", email: "", ...update };
+  const keys = entityKeysByKind(entities);
+  const before = history.snapshot(tenant, entities, keys, update.at);
+  history.record(tenant, { country: "", amount: undefined, currency: "", allowed: true, ...entities }, keys, update.at);
+  return before;
+}
+
+describe("user profile", () => {
+  it("learns only from allowed decisions, while every attempt counts in velocity", () => {
+    decide({ deviceId: "dev-nina", country: "GB", amount: 45, currency: "EUR", at: start });
+    decide({ deviceId: "dev-nina", country: "GB", amount: 60, currency: "EUR", at: start + HOUR });
+    // An attacker from Australia, challenged, retries: the retry finds the device, the country and the amount still new.
+    const attack = { deviceId: "dev-attacker", country: "AU", amount: 2_000, currency: "EUR", allowed: false };
+    decide({ ...attack, at: start + 2 * HOUR });
+    const retry = decide({ ...attack, at: start + 2 * HOUR + 1_000 });
+    expect(retry.knownDeviceIds).toEqual(["dev-nina"]);
+    expect(retry.knownCountries).toEqual(["GB"]);
+    expect(retry.previousDecision).toEqual({ atMs: start + HOUR, country: "GB" });
+    expect(retry.amountHistory).toEqual({ EUR: { count: 2, max: 60, mean: 52.5 } });
+    expect(retry.counts.user.lastMinute).toBe(1);
+    // The real user, back from Britain, is measured from her own last decision, not the attacker's.
+    expect(decide({ deviceId: "dev-nina", country: "GB", at: start + 2 * HOUR + 60_000 }).previousDecision).toEqual({ atMs: start + HOUR, country: "GB" });
+  });
+
+  it("measures travel from the last decision whose IP had a country", () => {
+    const located = start + 10 * HOUR;
+    decide({ deviceId: "dev-nina", country: "AU", at: located });
+    // 23 hours later from a private address (no country), then from Britain five minutes after that.
+    decide({ deviceId: "dev-nina", country: "", at: located + 23 * HOUR });
+    const next = decide({ deviceId: "dev-nina", country: "GB", at: located + 23 * HOUR + 5 * 60_000 });
+    expect(next.previousDecision).toEqual({ atMs: located, country: "AU" });
+  });
+});
