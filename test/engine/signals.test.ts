@@ -158,6 +158,9 @@ describe("device", () => {
   it("reports empty navigator.languages only when the SDK sent a device", () => {
     expect(fast({ device: { ...device, languages: [] } }).device.noLanguages).toBe(true);
     expect(fast({ device: undefined }).device).toMatchObject({ present: false, noLanguages: false });
+    // A device object with nothing a browser always reports says nothing about languages.
+    expect(fast({ device: { webdriver: false } }).device.noLanguages).toBe(false);
+    expect(fast({ device: { platform: "Win32" } }).device.noLanguages).toBe(true);
   });
 });
 

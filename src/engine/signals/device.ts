@@ -112,6 +112,8 @@ export function computeDeviceSignals(
     platformMismatch,
     touchMismatch,
     impossibleScreen: isImpossibleScreen(input.screen, userAgent),
-    noLanguages: device !== undefined && (input.languages ?? []).length === 0,
+    // Protobuf cannot tell an empty list from one not sent: only a device object a browser script collected
+    // (it has the timezone or platform every browser reports) and no languages is a browser reporting none.
+    noLanguages: (timezone !== "" || (input.platform ?? "") !== "") && (input.languages ?? []).length === 0,
   };
 }
