@@ -275,14 +275,35 @@ export function scoreSignals(signals: Signals, weights: CategoryWeights): ScoreR
 function attributePoints(fired: readonly FiredRule[], weights: CategoryWeights, score: number): Contribution[] {
   const strengths = fired.map(({ rule, category, risk }) => weights.weights[category] * risk + (rule.floor / 100) * risk);
   const totalStrength = strengths.reduce((sum, strength) => sum + strength, 0);
+  const tenths = splitTenths(score, strengths, totalStrength);
   const contributions = fired.map(({ rule, category }, index) => ({
     signal: rule.signal,
     category,
     reason: rule.reason,
-    points: totalStrength > 0 ? roundTo((score * (strengths[index] ?? 0)) / totalStrength, 1) : 0,
+    points: (tenths[index] ?? 0) / 10,
   }));
   // Stable sort: equal points keep catalogue order, so output is deterministic.
   return contributions.sort((a, b) => b.points - a.points);
+}
+
+/**
+ * The score's tenths of a point shared in proportion to the strengths, each
+ * share rounded so that they still add up to the score (largest remainder:
+ * rounding each on its own could leave the sum a tenth off).
+ */
+function splitTenths(score: number, strengths: readonly number[], totalStrength: number): number[] {
+  if (totalStrength <= 0) return strengths.map(() => 0);
+  const exact = strengths.map((strength) => (score * 10 * strength) / totalStrength);
+  const shares = exact.map(Math.floor);
+  let left = score * 10 - shares.reduce((sum, share) => sum + share, 0);
+  // Largest remainder first; ties in catalogue order, so the result is deterministic.
+  const byRemainder = exact.map((value, index) => ({ index, remainder: value - Math.floor(value) })).sort((a, b) => b.remainder - a.remainder);
+  for (const { index } of byRemainder) {
+    if (left <= 0) break;
+    shares[index] = (shares[index] ?? 0) + 1;
+    left--;
+  }
+  return shares;
 }
 
 /** Whether each category had anything to judge; null when it does not apply to this request. */
