@@ -3,6 +3,8 @@ import { describe, expect, it } from "vitest";
 import { validateMessage } from "../src/api/validation.js";
 import { DecideRequestSchema } from "../gen/fraud/v1/decision_pb.js";
 import { AddListEntriesRequestSchema } from "../gen/fraud/v1/list_pb.js";
+import { UpdateCaseRequestSchema } from "../gen/fraud/v1/case_pb.js";
+import { CreateWebhookRequestSchema, UpdateWebhookRequestSchema } from "../gen/fraud/v1/webhook_pb.js";
 
 describe("validateMessage", () => {
   it("names each violation by its JSON path: nested messages, list items and values inside a Struct", () => {
@@ -40,6 +42,16 @@ describe("validateMessage", () => {
     expect(validateMessage(AddListEntriesRequestSchema, message)).toEqual(
       [1, 2, 3, 4].map((i) => ({ field: `entries[${i}].expiresAt`, description: wanted })),
     );
+  });
+
+  it("takes an empty string sent for an optional field with allowed values, or in a list, as a value to check", () => {
+    expect(validateMessage(UpdateWebhookRequestSchema, create(UpdateWebhookRequestSchema, { id: "whe_1", status: "" }))).toEqual([{ field: "status", description: "must not be empty" }]);
+    expect(validateMessage(UpdateCaseRequestSchema, create(UpdateCaseRequestSchema, { id: "case_1", status: "" }))).toEqual([{ field: "status", description: "must not be empty" }]);
+    expect(validateMessage(CreateWebhookRequestSchema, create(CreateWebhookRequestSchema, { url: "https://hooks.example.com/", events: ["decision.deny", ""] }))).toEqual([
+      { field: "events[1]", description: "must not be empty" },
+    ]);
+    // Left out, they are simply not set.
+    expect(validateMessage(UpdateCaseRequestSchema, create(UpdateCaseRequestSchema, { id: "case_1" }))).toEqual([]);
   });
 
   it("finds nothing wrong with a valid request", () => {

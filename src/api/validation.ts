@@ -1,6 +1,6 @@
 import { isIP } from "node:net";
 import { ScalarType, createRegistry, getOption, hasOption, type DescField, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { FeatureSet_FieldPresence, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { StringFormat, message_rules, string_value, validate, type FieldRules } from "../../gen/fraud/v1/options_pb.js";
 import { file_fraud_v1_value_sets } from "../../gen/fraud/v1/value_sets_pb.js";
 import type { FieldViolation } from "../../gen/fraud/v1/errors_pb.js";
@@ -236,8 +236,15 @@ function compileFieldRules(field: DescField, rules: FieldRules): Check {
   const format = rules.format;
 
   const name = field.jsonName;
+  // An empty string is "not set" only for a plain proto3 string (the absence of `required` is its rule); an
+  // `optional` field that was sent, or a list item, is a value like any other.
+  const emptyMeansUnset = field.fieldKind === "scalar" && field.presence === FeatureSet_FieldPresence.IMPLICIT;
   const checkValue = (value: unknown, prefix: string, index: number, out: Violation[]) => {
     if (typeof value === "string") {
+      if (value === "" && (index >= 0 || !emptyMeansUnset)) {
+        if (allowed || format !== StringFormat.UNSPECIFIED || rules.prefix.length > 0) out.push({ field: pathOf(prefix, name, index), description: "must not be empty" });
+        return;
+      }
       if (value === "") return;
       if (rules.maxLength > 0 && codePointLength(value, rules.maxLength) > rules.maxLength) {
         out.push({ field: pathOf(prefix, name, index), description: `must be at most ${rules.maxLength} characters` });

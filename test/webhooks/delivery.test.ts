@@ -95,6 +95,9 @@ describe("webhook endpoints", () => {
     const both = await api(keys.test.secret, "PATCH", path, { allEvents: true, events: ["case.created"] });
     expect(both.status).toBe(400);
     expect((await api(keys.test.secret, "PATCH", path, { events: ["case.exploded"] })).status).toBe(400);
+    // An empty status or event type is a mistake to name, not a value to store (it was a 500 and a CHECK failure).
+    expect((await api(keys.test.secret, "PATCH", path, { status: "" })).status).toBe(400);
+    expect((await api(keys.test.secret, "PATCH", path, { events: [""] })).status).toBe(400);
 
     const rotated = await api(keys.test.secret, "POST", `${path}/rotate-secret`, {});
     expect(rotated.status).toBe(200);
