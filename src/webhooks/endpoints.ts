@@ -60,6 +60,7 @@ export class WebhookEndpoints {
   private readonly createTx;
   private readonly updateTx;
   private readonly deleteTx;
+  private readonly disableTx;
   private readonly rotateTx;
 
   constructor(
@@ -92,6 +93,10 @@ export class WebhookEndpoints {
       const action = actor === "system" && change.status === "disabled" ? "webhook.disabled" : "webhook.updated";
       entry(tenant, actor, action, updated, { before: auditView(current), after: auditView(updated) });
       return updated;
+    });
+    this.disableTx = db.transaction((tenant: Tenant, id: string): boolean => {
+      if (this.endpoints.get(tenant, id)?.status !== "enabled") return false;
+      return this.updateTx(tenant, "system", id, { status: "disabled" }) !== undefined;
     });
     this.deleteTx = db.transaction((tenant: Tenant, actor: AuditActor, id: string): boolean => {
       const current = this.endpoints.get(tenant, id);
@@ -158,9 +163,13 @@ export class WebhookEndpoints {
     return this.rotateTx.immediate(tenant, actor, id);
   }
 
-  /** Stops deliveries to an endpoint that answered 410 Gone. */
-  disableGone(tenant: Tenant, id: string): void {
-    this.updateTx.immediate(tenant, "system", id, { status: "disabled" });
+  /**
+   * Stops deliveries to an endpoint that answered 410 Gone. False when it was
+   * already disabled: several deliveries in flight can get their 410 at once,
+   * and only the first disables it (and is audited).
+   */
+  disableGone(tenant: Tenant, id: string): boolean {
+    return this.disableTx.immediate(tenant, id);
   }
 
   /** http endpoints need a URL the SSRF guard accepts (resolved now; checked again on every connection); websocket ones have none. */

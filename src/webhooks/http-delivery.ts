@@ -80,8 +80,9 @@ export function registerHttpDelivery(deps: HttpDeliveryDeps): void {
       case "dead-letter":
         return { kind: "dead", error: `${step.reason}: ${step.detail}` };
       case "disable-endpoint":
-        deps.endpoints.disableGone(task.tenant, endpoint.id);
-        deps.logger.log("warn", "webhook endpoint answered 410 Gone and was disabled", { endpointId: endpoint.id });
+        if (deps.endpoints.disableGone(task.tenant, endpoint.id)) {
+          deps.logger.log("warn", "webhook endpoint answered 410 Gone and was disabled", { endpointId: endpoint.id });
+        }
         return { kind: "dead", error: "HTTP 410: the endpoint is gone and was disabled" };
     }
   });

@@ -261,6 +261,19 @@ describe("HTTP delivery", () => {
     expect(receiver.requests[1]?.body).toBe(receiver.requests[0]?.body);
   });
 
+  it("disables an endpoint once, and audits it once, when several deliveries get their 410 together", async () => {
+    const { keys } = server.createAccount();
+    const { endpoint } = await createEndpoint(keys.test.secret, { url: receiver.url, events: ["decision.allow"] });
+    receiver.requests.length = 0;
+    receiver.replies.push({ status: 410 }, { status: 410 }, { status: 410 });
+    await Promise.all([decide(keys.test.secret, false), decide(keys.test.secret, false), decide(keys.test.secret, false)]);
+    await drain();
+    expect(receiver.requests.length).toBeGreaterThan(1);
+    const audit = await api(keys.test.secret, "GET", "/api/v1/audit-logs?action=webhook.disabled");
+    const entries = audit.json.data.entries as Array<{ subject: string; actor: string }>;
+    expect(entries).toEqual([expect.objectContaining({ subject: endpoint.id, actor: "system" })]);
+  });
+
   it("dead-letters at once an answer that will never change (400), and signs retries with a rotated secret", async () => {
     const { keys } = server.createAccount();
     const { endpoint, secret } = await createEndpoint(keys.test.secret, { url: receiver.url, events: ["decision.allow"] });
