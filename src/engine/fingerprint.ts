@@ -32,11 +32,9 @@ export function deviceFingerprint(device: DeviceInput | undefined, userAgent: st
     webglVendor: input.webglVendor ?? "",
     timezone: input.timezone ?? "",
     language: (input.languages ?? [])[0]?.toLowerCase() ?? "",
+    // In device pixels: browser zoom changes the CSS-pixel size and the pixel ratio, never their product.
     // Rotating a phone swaps width and height; order them so both give one fingerprint.
-    screen:
-      screen === undefined
-        ? null
-        : [Math.max(screen.width, screen.height), Math.min(screen.width, screen.height), screen.colorDepth, screen.pixelRatio],
+    screen: screen === undefined ? null : devicePixels(screen),
     hardwareConcurrency: input.hardwareConcurrency ?? null,
     deviceMemory: input.deviceMemory ?? null,
     maxTouchPoints: input.touchSupport?.maxTouchPoints ?? null,
@@ -44,4 +42,12 @@ export function deviceFingerprint(device: DeviceInput | undefined, userAgent: st
   const canonical = JSON.stringify(stable);
   const deviceHash = hash("sha256", canonical, "hex").slice(0, DEVICE_HASH_LENGTH);
   return { canonical, deviceHash };
+}
+
+/** The screen's longer and shorter edge in device pixels, and its colour depth. */
+function devicePixels(screen: NonNullable<DeviceInput["screen"]>): [number, number, number] {
+  const ratio = screen.pixelRatio > 0 ? screen.pixelRatio : 1;
+  const long = Math.round(Math.max(screen.width, screen.height) * ratio);
+  const short = Math.round(Math.min(screen.width, screen.height) * ratio);
+  return [long, short, screen.colorDepth];
 }

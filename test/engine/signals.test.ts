@@ -329,6 +329,17 @@ describe("deviceFingerprint", () => {
     expect(rotated.canonical).toBe(first.canonical);
   });
 
+  it("is stable across browser zoom, which scales the CSS-pixel screen and the pixel ratio together", () => {
+    const desktop = cleanDesktopLogin();
+    const screen = { width: 1920, height: 1080, colorDepth: 24, pixelRatio: 1 };
+    const atZoom = (zoom: number) =>
+      deviceFingerprint({ ...desktop.device, screen: { ...screen, width: screen.width / zoom, height: screen.height / zoom, pixelRatio: zoom } }, USER_AGENTS.windowsChrome).deviceHash;
+    expect(atZoom(1.1)).toBe(atZoom(1));
+    expect(atZoom(1.25)).toBe(atZoom(1));
+    // A different screen is a different device.
+    expect(deviceFingerprint({ ...desktop.device, screen: { ...screen, width: 2560, height: 1440 } }, USER_AGENTS.windowsChrome).deviceHash).not.toBe(atZoom(1));
+  });
+
   it("differs between devices", () => {
     const desktop = cleanDesktopLogin();
     const a = deviceFingerprint(desktop.device, USER_AGENTS.windowsChrome);
