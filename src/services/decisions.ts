@@ -27,6 +27,7 @@ import {
   decideFromScore,
   deviceFingerprint,
   hasElevatedRisk,
+  paymentOf,
   riskLevelFromScore,
   type EngineInput,
   type Signals,
@@ -262,7 +263,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
         actor,
         decision: stored,
         evidence,
-        history: { ...entities, country: signals.geo.country, amount: request.amount, currency: request.currency, allowed: verdict.decision === "allow" },
+        history: { ...entities, country: signals.geo.country, ...historyPayment(request), allowed: verdict.decision === "allow" },
         policy: policyEffects(policies, evaluation, result.score),
         openCase: caseForDecision({ ...stored, reasons: result.reasons }, evaluation.review),
         idempotency: idempotencyKey !== undefined ? { key: idempotencyKey, entry: { requestHash, response: toBinary(DecideResponseSchema, response) } } : undefined,
@@ -343,6 +344,12 @@ function replay(storedHash: string, requestHash: string, response: Uint8Array) {
  * full: the network, the user agent and the device were all there to read;
  * minimal: neither user agent nor device; partial: anything in between.
  */
+/** What a decide adds to the user's amount history: its payment, if it is one (engine/signals/store.ts). */
+function historyPayment(request: DecideRequest): { amount: number | undefined; currency: string } {
+  const payment = paymentOf(request);
+  return { amount: payment?.amount, currency: payment?.currency ?? "" };
+}
+
 function analyzeCoverage(request: AnalyzeRequest, signals: Signals): "full" | "partial" | "minimal" {
   const hasAgent = request.userAgent !== "";
   const hasDevice = request.device !== undefined;

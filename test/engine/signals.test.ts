@@ -270,6 +270,10 @@ describe("store signals", () => {
     expect(amountFor(900, "GBP")).toMatchObject({ spike: true, ratioToMax: 5 });
     expect(amountFor(200, "GBP")).toMatchObject({ spike: false, aboveUsual: true });
     expect(amountFor(50, "usd")).toMatchObject({ currency: "USD", newCurrency: true });
+    // Only a payment compares: an amount on a login, or one without a currency, is no amount to judge.
+    const login = computeStoreSignals({ ...cleanDesktopLogin(), action: "login", amount: 900, currency: "GBP" }, snapshot, fast(), NOW_MS).amount;
+    expect(login).toMatchObject({ value: null, spike: false, newCurrency: false });
+    expect(amountFor(900, "")).toMatchObject({ value: null, currency: "", spike: false, newCurrency: false });
   });
 
   it("keep the amount's ratios finite, whatever the amounts (JSON has no Infinity)", () => {

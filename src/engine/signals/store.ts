@@ -157,9 +157,23 @@ function velocitySignals(snapshot: HistorySnapshot): VelocitySignals {
   };
 }
 
-function amountSignals(input: EngineInput, snapshot: HistorySnapshot): AmountSignals {
-  const value = input.amount ?? null;
+/** The actions that move money: only their amounts are compared with, and join, the user's history. */
+const PAYMENT_ACTIONS: ReadonlySet<string> = new Set(["checkout", "purchase", "transfer", "custom"]);
+
+/**
+ * The request's payment: an amount with its currency on an action that moves money. An amount on a login, or
+ * without a currency, cannot be compared with anything the user paid (and is not added to the user's history).
+ */
+export function paymentOf(input: Pick<EngineInput, "action" | "amount" | "currency">): { amount: number; currency: string } | null {
   const currency = (input.currency ?? "").toUpperCase();
+  if (input.amount === undefined || currency === "" || !PAYMENT_ACTIONS.has(input.action)) return null;
+  return { amount: input.amount, currency };
+}
+
+function amountSignals(input: EngineInput, snapshot: HistorySnapshot): AmountSignals {
+  const payment = paymentOf(input);
+  const value = payment?.amount ?? null;
+  const currency = payment?.currency ?? "";
   const stats = snapshot.amountHistory[currency] ?? { count: 0, max: 0, mean: 0 };
   const ratio = (reference: number): number | null =>
     value !== null && reference > 0 ? Math.min(Math.round((value / reference) * 1000) / 1000, MAX_AMOUNT_RATIO) : null;
