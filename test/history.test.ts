@@ -46,3 +46,25 @@ describe("user profile", () => {
     expect(next.previousDecision).toEqual({ atMs: located, country: "AU" });
   });
 });
+
+describe("distinct users of a device over the sliding day", () => {
+  it("counts a user seen on both sides of midnight once", () => {
+    const evening = Date.UTC(2026, 10, 20, 20);
+    const usersOfLaptop = (userId: string, at: number) => {
+      const entities = { userId, ip: "", deviceId: "family-laptop", email: "" };
+      const keys = entityKeysByKind(entities);
+      const seen = history.snapshot(tenant, entities, keys, at).distinctUsersPerDevice24h;
+      history.record(tenant, { ...entities, country: "GB", amount: undefined, currency: "", allowed: true }, keys, at);
+      return seen;
+    };
+    expect(usersOfLaptop("partner-a", evening)).toBe(1);
+    expect(usersOfLaptop("partner-b", evening + HOUR)).toBe(2);
+    // The next morning the same two use it again: still two, not three (the multi-account threshold).
+    expect(usersOfLaptop("partner-a", evening + 11 * HOUR)).toBe(2);
+    expect(usersOfLaptop("partner-b", evening + 12 * HOUR)).toBe(2);
+    expect(usersOfLaptop("partner-a", evening + 13 * HOUR)).toBe(2);
+    // A third person is a third user.
+    expect(usersOfLaptop("lodger", evening + 14 * HOUR)).toBe(3);
+  });
+});
+

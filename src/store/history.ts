@@ -73,7 +73,7 @@ export class HistoryRepository {
   private readonly velocityStmt;
   private readonly bumpVelocityStmt;
   private readonly usersStmt;
-  private readonly seenTodayStmt;
+  private readonly seenOnDayStmt;
   private readonly addUserStmt;
   private readonly bumpUsersStmt;
   private readonly profileStmt;
@@ -92,17 +92,18 @@ export class HistoryRepository {
       `INSERT INTO velocity_counters VALUES (@accountId, @environment, @entity, @minute, 1, 0, @hour, 1, 0, @day, 1, 0)
        ON CONFLICT DO UPDATE SET ${roll("minute", "minute", MINUTE)}, ${roll("hour", "hour", HOUR)}, ${roll("day", "day", DAY)}`,
     );
-    this.usersStmt = db.prepare<[string, string, string, number], { day: number; users: number }>(
-      "SELECT day, users FROM entity_user_counts WHERE account_id = ? AND environment = ? AND entity = ? AND day >= ?",
+    this.usersStmt = db.prepare<[string, string, string, number], { day: number; users: number; carried: number }>(
+      "SELECT day, users, carried FROM entity_user_counts WHERE account_id = ? AND environment = ? AND entity = ? AND day >= ?",
     );
-    this.seenTodayStmt = db.prepare<[string, string, string, number, string], { one: number }>(
+    this.seenOnDayStmt = db.prepare<[string, string, string, number, string], { one: number }>(
       "SELECT 1 AS one FROM entity_users WHERE account_id = ? AND environment = ? AND entity = ? AND day = ? AND user_id = ?",
     );
     this.addUserStmt = db.prepare<[string, string, string, number, string]>(
       "INSERT OR IGNORE INTO entity_users VALUES (?, ?, ?, ?, ?)",
     );
-    this.bumpUsersStmt = db.prepare<[string, string, string, number]>(
-      "INSERT INTO entity_user_counts VALUES (?, ?, ?, ?, 1) ON CONFLICT DO UPDATE SET users = users + 1",
+    this.bumpUsersStmt = db.prepare<{ accountId: string; environment: string; entity: string; day: number; carried: number }>(
+      `INSERT INTO entity_user_counts VALUES (@accountId, @environment, @entity, @day, 1, @carried)
+       ON CONFLICT DO UPDATE SET users = users + 1, carried = carried + @carried`,
     );
     this.profileStmt = db.prepare<[string, string, string], ProfileRow>(
       "SELECT * FROM user_profiles WHERE account_id = ? AND environment = ? AND user_id = ?",
@@ -155,7 +156,8 @@ export class HistoryRepository {
     const day = Math.floor(now / DAY);
     for (const entity of [keys.device, keys.ip]) {
       if (entity && update.userId && this.addUserStmt.run(accountId, environment, entity, day, update.userId).changes === 1) {
-        this.bumpUsersStmt.run(accountId, environment, entity, day);
+        const carried = this.seenOnDayStmt.get(accountId, environment, entity, day - 1, update.userId) === undefined ? 0 : 1;
+        this.bumpUsersStmt.run({ accountId, environment, entity, day, carried });
       }
     }
     if (!update.userId || !update.allowed) return;
@@ -188,15 +190,33 @@ export class HistoryRepository {
     });
   }
 
-  /** Distinct users of a device or IP over the sliding day, this user included. */
+  /**
+   * Distinct users of a device or IP over the sliding day, this user
+   * included: today's users, and yesterday's users not seen again today
+   * weighted by how much of yesterday the sliding day still holds. A user
+   * seen on both days counts once.
+   */
   private distinctUsers(tenant: Tenant, entity: string, userId: string, now: number): number {
     if (!entity) return 0;
+    const { accountId, environment } = tenant;
     const today = Math.floor(now / DAY);
-    let users = 0;
-    for (const row of this.usersStmt.all(tenant.accountId, tenant.environment, entity, today - 1)) {
-      users += row.day === today ? row.users : Math.floor(row.users * (1 - (now % DAY) / DAY));
+    let todayUsers = 0;
+    let carried = 0;
+    let yesterdayUsers = 0;
+    for (const row of this.usersStmt.all(accountId, environment, entity, today - 1)) {
+      if (row.day === today) {
+        todayUsers = row.users;
+        carried = row.carried;
+      } else {
+        yesterdayUsers = row.users;
+      }
     }
-    const seenToday = userId !== "" && this.seenTodayStmt.get(tenant.accountId, tenant.environment, entity, today, userId) !== undefined;
-    return users + (userId !== "" && !seenToday ? 1 : 0);
+    let yesterdayOnly = Math.max(0, yesterdayUsers - carried);
+    if (userId !== "" && this.seenOnDayStmt.get(accountId, environment, entity, today, userId) === undefined) {
+      // This user counts in full now; if seen yesterday, no longer among yesterday's.
+      todayUsers++;
+      if (yesterdayOnly > 0 && this.seenOnDayStmt.get(accountId, environment, entity, today - 1, userId) !== undefined) yesterdayOnly--;
+    }
+    return todayUsers + Math.round(yesterdayOnly * (1 - (now % DAY) / DAY));
   }
 }

@@ -388,4 +388,9 @@ export const migrations: readonly string[] = [
     PRIMARY KEY (account_id, environment, id)
   ) STRICT, WITHOUT ROWID;
   `,
+  // 10: of a day's distinct users of a device or IP, how many were also seen the day before, so that the
+  // sliding day counts a user seen on both days once (store/history.ts). Rows written before count 0.
+  `
+  ALTER TABLE entity_user_counts ADD COLUMN carried INTEGER NOT NULL DEFAULT 0;
+  `,
 ];
