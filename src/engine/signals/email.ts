@@ -98,13 +98,36 @@ function longestRun(text: string, pattern: RegExp): number {
 /**
  * Names, words and name+year local parts trip at most one of these tells;
  * generated ones ("xk7qz9vbw3p2", "qwrtplkjhg", "user8837261904") trip two.
+ * Names are why each is as strict as it is: German and Polish ones run six
+ * consonants together ("hirschbrunner", "wojciechszczepanski"), birth dates
+ * are eight digits, and any long name has many distinct letters. What names
+ * do not have is letters that never repeat: generated strings use nearly
+ * every character once, so their entropy is close to the most their length
+ * allows.
  */
 function looksRandom(localPart: string): boolean {
+  const digits = localPart.match(/\d+/g) ?? [];
   const tells = [
-    longestRun(localPart, /\d+/g) >= 6,
-    longestRun(localPart, /[bcdfghjklmnpqrstvwxz]+/g) >= 5,
-    localPart.length >= 10 && shannonEntropy(localPart) >= 3.3,
+    digits.some((run) => run.length >= 6 && !isDate(run)),
+    longestRun(localPart, /[bcdfghjklmnpqrstvwxz]+/g) >= 7,
+    localPart.length >= 8 && shannonEntropy(localPart) >= 0.95 * Math.log2(localPart.length),
     (localPart.match(/[a-z]\d|\d[a-z]/g) ?? []).length >= 4,
   ];
   return tells.filter(Boolean).length >= 2;
+}
+
+/** A date as people write theirs into addresses: YYYYMMDD, DDMMYYYY, MMDDYYYY, YYMMDD or DDMMYY. */
+function isDate(run: string): boolean {
+  const day = (text: string) => Number(text) >= 1 && Number(text) <= 31;
+  const month = (text: string) => Number(text) >= 1 && Number(text) <= 12;
+  const year = (text: string) => Number(text) >= 1900 && Number(text) <= 2099;
+  if (run.length === 8) {
+    return (
+      (year(run.slice(0, 4)) && month(run.slice(4, 6)) && day(run.slice(6))) ||
+      (day(run.slice(0, 2)) && month(run.slice(2, 4)) && year(run.slice(4))) ||
+      (month(run.slice(0, 2)) && day(run.slice(2, 4)) && year(run.slice(4)))
+    );
+  }
+  if (run.length === 6) return (month(run.slice(2, 4)) && day(run.slice(4))) || (day(run.slice(0, 2)) && month(run.slice(2, 4)));
+  return false;
 }
