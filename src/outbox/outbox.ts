@@ -166,6 +166,8 @@ export class Outbox {
   private readonly settle;
   private timer: NodeJS.Timeout | undefined;
   private stopped = true;
+  /** Set when shutdown gave up waiting: tasks still running finish unrecorded, and nothing new starts. */
+  private abandoned = false;
   private wakePending = false;
   /** Tasks running now, by row id; settles when the task's outcome is recorded. */
   private readonly inFlight = new Map<number, { settled: Promise<void>; resolve(): void }>();
@@ -276,17 +278,36 @@ export class Outbox {
     this.wake();
   }
 
-  /** Stops polling and finishes the tasks that are due now (SIGTERM flush). */
-  async stop(): Promise<void> {
+  /**
+   * Stops polling and finishes the tasks that are due now (SIGTERM flush), for
+   * at most `graceMs`: a retry that falls due meanwhile waits for the next
+   * start, and so does whatever is still running when the time is up (its row
+   * is still pending; at least once, like any task cut short).
+   */
+  async stop(graceMs = Number.POSITIVE_INFINITY): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
-    await this.drain();
+    const drained = this.drain(this.clock.now());
+    if (!Number.isFinite(graceMs)) return drained;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), graceMs)));
+    const outcome = await Promise.race([drained, late]);
+    clearTimeout(timer);
+    if (outcome === "late") {
+      this.abandoned = true;
+      this.logger.log("warn", "background tasks still running at the end of the shutdown grace period; they run again at the next start", {
+        running: this.inFlight.size,
+      });
+    }
   }
 
-  /** Runs every task that is due now, and waits for those in flight; returns when none is left. */
-  async drain(): Promise<void> {
+  /**
+   * Runs every task due by `dueBy` (by the time of each look when not given), and waits for those in flight;
+   * returns when none is left.
+   */
+  async drain(dueBy?: number): Promise<void> {
     for (;;) {
-      this.startDue();
+      this.startDue(dueBy);
       if (this.inFlight.size === 0) return;
       await Promise.race([...this.inFlight.values()].map((task) => task.settled));
     }
@@ -319,10 +340,10 @@ export class Outbox {
    * Each task is settled as soon as it ends, so a slow one (a webhook waiting
    * out its timeout) holds up nothing else.
    */
-  private startDue(): void {
+  private startDue(dueBy = this.clock.now()): void {
     const room = BATCH - this.inFlight.size;
-    if (room <= 0) return;
-    for (const { id } of this.dueStmt.all(this.clock.now(), room + this.inFlight.size)) {
+    if (room <= 0 || this.abandoned) return;
+    for (const { id } of this.dueStmt.all(dueBy, room + this.inFlight.size)) {
       if (this.inFlight.size >= BATCH) break;
       if (this.inFlight.has(id)) continue;
       const row = this.rowStmt.get(id);
@@ -338,6 +359,8 @@ export class Outbox {
 
   /** Records the outcomes of the tasks that ended during one event-loop turn in one commit. */
   private settleFinished(): void {
+    // Past the shutdown grace period the database is closing: the rows stay pending, to run again.
+    if (this.abandoned) return;
     const batch = this.finished;
     this.finished = [];
     try {

@@ -77,6 +77,8 @@ import { RestGateway } from "./gateway.js";
 import { DualProtocolListener } from "./listener.js";
 
 const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
+/** On shutdown the outbox flushes what is due for what is left of the grace period, and at least this long. */
+const MIN_OUTBOX_FLUSH_MS = 1_000;
 
 export interface AppOptions {
   config: Config;
@@ -285,6 +287,7 @@ export function buildApp(options: AppOptions): App {
         dispatcher.startDraining();
         const stopped = listener.stopAccepting();
         eventStream.close();
+        const graceEnds = performance.now() + config.shutdownGraceMs;
         const timer = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
         // Answered calls may still be running (a client that went away, a gRPC deadline): a decide among
         // them must reach the writer before it closes.
@@ -295,7 +298,8 @@ export function buildApp(options: AppOptions): App {
         // The decisions already handed to the writer are committed; then their side effects,
         // and any other task already due, run before the database closes.
         await writer.close();
-        await outbox.stop();
+        // What is left of the grace period, and at least a second for the follow-ups' own tasks.
+        await outbox.stop(Math.max(MIN_OUTBOX_FLUSH_MS, graceEnds - performance.now()));
         analyzeState.flush();
         await engine.close();
         await checkpointer.stop();
