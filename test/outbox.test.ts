@@ -45,3 +45,34 @@ describe("outbox shutdown", () => {
     ]);
   });
 });
+
+describe("outbox fairness", () => {
+  it("runs one account's tasks beside another's that hang, however many of those came first", async () => {
+    const fairDb = openDatabase(tempDir());
+    const clock = new ManualClock();
+    const outbox = new Outbox(fairDb, clock, createLogger(() => undefined));
+    const releases: Array<() => void> = [];
+    let receiverStuck = true;
+    const ran: string[] = [];
+    outbox.register("deliver", (task) => {
+      const tenant = task.tenant?.accountId ?? "";
+      ran.push(tenant);
+      if (tenant === "acct_stuck" && receiverStuck) return new Promise<TaskOutcome>((resolve) => releases.push(() => resolve({ kind: "done" })));
+      return Promise.resolve({ kind: "done" });
+    });
+    // Fifty deliveries to a receiver that never answers, queued before another account's one.
+    for (let i = 0; i < 50; i++) outbox.enqueue("deliver", { accountId: "acct_stuck", environment: "live" }, { i });
+    outbox.enqueue("deliver", { accountId: "acct_other", environment: "live" }, {});
+    const plan = fairDb.prepare("EXPLAIN QUERY PLAN SELECT id, account_id, environment FROM outbox WHERE status = 'pending' AND next_attempt_at <= 0 ORDER BY next_attempt_at, id").all();
+    expect(JSON.stringify(plan)).toMatch(/COVERING INDEX outbox_due/);
+    outbox.start();
+    await expect.poll(() => ran.includes("acct_other"), { timeout: 2_000 }).toBe(true);
+    // The stuck account holds its share of the slots, no more.
+    expect(ran.filter((tenant) => tenant === "acct_stuck")).toHaveLength(8);
+    receiverStuck = false;
+    for (const release of releases.splice(0)) release();
+    await outbox.stop(1_000);
+    fairDb.close();
+  });
+});
+

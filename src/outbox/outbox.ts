@@ -26,6 +26,12 @@ export type TaskHandler = (task: OutboxTask) => Promise<TaskOutcome>;
 const DEFAULT_BACKOFF_MS = [1_000, 5_000, 30_000, 120_000, 600_000];
 /** Tasks running at once; webhook deliveries wait on the network. */
 const BATCH = 32;
+/**
+ * Tasks of one account and environment running at once: a receiver that
+ * never answers holds this many of the BATCH slots for its timeout, and the
+ * other accounts' tasks run in the rest.
+ */
+const MAX_RUNNING_PER_TENANT = 8;
 /** The runner also looks for due tasks this often (tasks from other processes, retries). */
 const POLL_MS = 500;
 
@@ -124,6 +130,11 @@ function storedPayload(text: string): unknown {
   return payload === undefined ? { unparsed: text } : payload;
 }
 
+/** A task's tenant as the runner counts its share, the same as the due query writes it. */
+function tenantKey(accountId: string | null, environment: string | null): string {
+  return `${accountId ?? ""}/${environment ?? ""}`;
+}
+
 function tenantOf(row: OutboxRow): Tenant | undefined {
   return row.account_id && row.environment ? { accountId: row.account_id, environment: row.environment } : undefined;
 }
@@ -170,7 +181,9 @@ export class Outbox {
   private abandoned = false;
   private wakePending = false;
   /** Tasks running now, by row id; settles when the task's outcome is recorded. */
-  private readonly inFlight = new Map<number, { settled: Promise<void>; resolve(): void }>();
+  private readonly inFlight = new Map<number, { settled: Promise<void>; resolve(): void; tenant: string }>();
+  /** How many of them each tenant has (tenantKey). */
+  private readonly runningPerTenant = new Map<string, number>();
   private finished: Array<[OutboxRow, TaskOutcome]> = [];
 
   constructor(
@@ -179,9 +192,13 @@ export class Outbox {
     private readonly logger: Logger,
   ) {
     this.table = new OutboxTable(db);
-    // Ids only, straight from the index: rows already running are skipped before their payloads are read.
-    this.dueStmt = db.prepare<[number, number], { id: number }>(
-      "SELECT id FROM outbox WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?",
+    // Straight from the index: rows already running, and the tenants with their share running (a JSON array of
+    // tenant keys), are skipped before any payload is read.
+    this.dueStmt = db.prepare<[number, string, number], { id: number; account_id: string | null; environment: string | null }>(
+      `SELECT id, account_id, environment FROM outbox
+       WHERE status = 'pending' AND next_attempt_at <= ?
+         AND ifnull(account_id, '') || '/' || ifnull(environment, '') NOT IN (SELECT value FROM json_each(?))
+       ORDER BY next_attempt_at, id LIMIT ?`,
     );
     this.rowStmt = db.prepare<[number], OutboxRow>("SELECT * FROM outbox WHERE id = ? AND status = 'pending'");
     this.retryStmt = db.prepare<[number, string, number, number]>(
@@ -341,20 +358,36 @@ export class Outbox {
    * out its timeout) holds up nothing else.
    */
   private startDue(dueBy = this.clock.now()): void {
-    const room = BATCH - this.inFlight.size;
-    if (room <= 0 || this.abandoned) return;
-    for (const { id } of this.dueStmt.all(dueBy, room + this.inFlight.size)) {
-      if (this.inFlight.size >= BATCH) break;
-      if (this.inFlight.has(id)) continue;
-      const row = this.rowStmt.get(id);
-      if (!row) continue;
-      let settled!: () => void;
-      this.inFlight.set(row.id, { settled: new Promise<void>((resolve) => (settled = resolve)), resolve: () => settled() });
-      void this.runOne(row).then((outcome) => {
-        this.finished.push([row, outcome]);
-        if (this.finished.length === 1) setImmediate(() => this.settleFinished());
-      });
+    if (this.abandoned) return;
+    // A second look only when a tenant's share filled up during the first: the rows after its may be others'.
+    for (let look = 0; look < 2; look++) {
+      const room = BATCH - this.inFlight.size;
+      if (room <= 0) return;
+      const full = [...this.runningPerTenant].filter(([, running]) => running >= MAX_RUNNING_PER_TENANT).map(([tenant]) => tenant);
+      let filledUp = false;
+      for (const due of this.dueStmt.all(dueBy, JSON.stringify(full), room + this.inFlight.size)) {
+        if (this.inFlight.size >= BATCH) return;
+        if (this.inFlight.has(due.id)) continue;
+        const tenant = tenantKey(due.account_id, due.environment);
+        if ((this.runningPerTenant.get(tenant) ?? 0) >= MAX_RUNNING_PER_TENANT) {
+          filledUp = true;
+          continue;
+        }
+        const row = this.rowStmt.get(due.id);
+        if (row) this.begin(row, tenant);
+      }
+      if (!filledUp) return;
     }
+  }
+
+  private begin(row: OutboxRow, tenant: string): void {
+    let settled!: () => void;
+    this.inFlight.set(row.id, { settled: new Promise<void>((resolve) => (settled = resolve)), resolve: () => settled(), tenant });
+    this.runningPerTenant.set(tenant, (this.runningPerTenant.get(tenant) ?? 0) + 1);
+    void this.runOne(row).then((outcome) => {
+      this.finished.push([row, outcome]);
+      if (this.finished.length === 1) setImmediate(() => this.settleFinished());
+    });
   }
 
   /** Records the outcomes of the tasks that ended during one event-loop turn in one commit. */
@@ -374,8 +407,13 @@ export class Outbox {
       return;
     }
     for (const [row] of batch) {
-      this.inFlight.get(row.id)?.resolve();
+      const running = this.inFlight.get(row.id);
+      if (!running) continue;
+      running.resolve();
       this.inFlight.delete(row.id);
+      const left = (this.runningPerTenant.get(running.tenant) ?? 1) - 1;
+      if (left > 0) this.runningPerTenant.set(running.tenant, left);
+      else this.runningPerTenant.delete(running.tenant);
     }
     // Freed room: look for more due work once this turn is over (one look serves every task that ended in it).
     this.wakeSoon();

@@ -393,4 +393,10 @@ export const migrations: readonly string[] = [
   `
   ALTER TABLE entity_user_counts ADD COLUMN carried INTEGER NOT NULL DEFAULT 0;
   `,
+  // 11: the outbox runner looks for due tasks past the accounts that already have their share running
+  // (outbox/outbox.ts): the tenant columns in the index let it skip them without reading their rows.
+  `
+  DROP INDEX outbox_due;
+  CREATE INDEX outbox_due ON outbox(status, next_attempt_at, id, account_id, environment);
+  `,
 ];
