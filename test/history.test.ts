@@ -68,3 +68,23 @@ describe("distinct users of a device over the sliding day", () => {
   });
 });
 
+describe("an account's typical payment", () => {
+  it("is learnt from allowed payments in each currency, zero amounts left out", () => {
+    const shop = { accountId: "acct_shop", environment: "live" as const };
+    const pay = (userId: string, amount: number, currency: string, allowed = true) => {
+      const entities = { userId, ip: "", deviceId: "", email: "" };
+      history.record(shop, { ...entities, country: "GB", amount, currency, allowed }, entityKeysByKind(entities), start);
+    };
+    pay("a", 20, "EUR");
+    pay("b", 80, "EUR");
+    pay("c", 0, "EUR");
+    pay("d", 5_000, "EUR", false);
+    pay("e", 1_000, "JPY");
+    const entities = { userId: "f", ip: "", deviceId: "", email: "" };
+    const seen = history.snapshot(shop, entities, entityKeysByKind(entities), start, "EUR").accountAmounts;
+    expect(seen?.count).toBe(2);
+    expect(Math.exp(seen?.logMean ?? 0)).toBeCloseTo(40, 6);
+    expect(history.snapshot(shop, entities, entityKeysByKind(entities), start).accountAmounts).toBeNull();
+  });
+});
+

@@ -89,7 +89,11 @@ export const REASONS = {
 
   AMOUNT_SPIKE: {
     category: "amount",
-    description: "The amount is at least three times the user's largest earlier amount.",
+    description: "The amount is at least three times the user's largest earlier amount (ten times with only one or two earlier payments).",
+  },
+  FIRST_HIGH_VALUE: {
+    category: "amount",
+    description: "A user with fewer than three earlier payments in this currency pays at least five times what is typical for the account.",
   },
   AMOUNT_ABOVE_USUAL: {
     category: "amount",

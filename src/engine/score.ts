@@ -157,6 +157,12 @@ const RULES: readonly SignalRule[] = [
 
   { reason: "AMOUNT_SPIKE", signal: "amount.ratioToMax", floor: 20, risk: (s) => when(s.amount.spike, 0.8) },
   {
+    reason: "FIRST_HIGH_VALUE",
+    signal: "amount.firstHighValue",
+    floor: 15,
+    risk: (s) => when(s.amount.firstHighValue, 0.8),
+  },
+  {
     reason: "AMOUNT_ABOVE_USUAL",
     signal: "amount.ratioToMean",
     floor: 5,

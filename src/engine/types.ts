@@ -169,6 +169,10 @@ export interface AmountSignals {
   spike: boolean;
   aboveUsual: boolean;
   newCurrency: boolean;
+  /** The account's typical payment in this currency (geometric mean of its allowed payments); null with too few. */
+  accountTypical: number | null;
+  /** A user with little history in this currency paying far above what is typical for the account. */
+  firstHighValue: boolean;
 }
 
 export interface HistorySignals {
@@ -223,6 +227,12 @@ export interface Signals extends FastSignals, StoreSignals {
   lists: ListSignals;
 }
 
+/** An account's payments in one currency: how many, and the mean of their natural logarithms. */
+export interface AccountAmountStats {
+  count: number;
+  logMean: number;
+}
+
 /** Per-currency statistics of the user's earlier payment amounts. */
 export interface AmountStats {
   count: number;
@@ -246,6 +256,8 @@ export interface HistorySnapshot {
   knownCountries: readonly string[];
   /** Keyed by ISO 4217 code. */
   amountHistory: Readonly<Record<string, AmountStats>>;
+  /** The account's allowed payments in the request's currency; null without a payment or with none yet. */
+  accountAmounts: AccountAmountStats | null;
   /** Filled by the fraud-graph lookup; null when it has not run. */
   graph: { linkedToFraud: boolean; hops: number | null; fraudNeighbours: number } | null;
   /** Filled by the consortium lookup; null when it has not run. */

@@ -161,6 +161,8 @@ const SIGNALS_SHAPE: ObjectShape<Signals> = {
     spike: "bool",
     aboveUsual: "bool",
     newCurrency: "bool",
+    accountTypical: "number?",
+    firstHighValue: "bool",
   },
   history: {
     available: "bool",

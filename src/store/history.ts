@@ -1,4 +1,4 @@
-import type { AmountStats, HistorySnapshot, WindowCounts } from "../engine/index.js";
+import type { AccountAmountStats, AmountStats, HistorySnapshot, WindowCounts } from "../engine/index.js";
 import type { EntityKeys } from "../graph/entities.js";
 import type { Db } from "./database.js";
 import type { Tenant } from "./tenant.js";
@@ -76,6 +76,8 @@ export class HistoryRepository {
   private readonly seenOnDayStmt;
   private readonly addUserStmt;
   private readonly bumpUsersStmt;
+  private readonly accountAmountsStmt;
+  private readonly addAccountAmountStmt;
   private readonly profileStmt;
   private readonly saveProfileStmt;
 
@@ -105,6 +107,13 @@ export class HistoryRepository {
       `INSERT INTO entity_user_counts VALUES (@accountId, @environment, @entity, @day, 1, @carried)
        ON CONFLICT DO UPDATE SET users = users + 1, carried = carried + @carried`,
     );
+    this.accountAmountsStmt = db.prepare<[string, string, string], { payments: number; log_sum: number }>(
+      "SELECT payments, log_sum FROM account_amounts WHERE account_id = ? AND environment = ? AND currency = ?",
+    );
+    this.addAccountAmountStmt = db.prepare<{ accountId: string; environment: string; currency: string; logAmount: number }>(
+      `INSERT INTO account_amounts VALUES (@accountId, @environment, @currency, 1, @logAmount)
+       ON CONFLICT DO UPDATE SET payments = payments + 1, log_sum = log_sum + @logAmount`,
+    );
     this.profileStmt = db.prepare<[string, string, string], ProfileRow>(
       "SELECT * FROM user_profiles WHERE account_id = ? AND environment = ? AND user_id = ?",
     );
@@ -121,7 +130,7 @@ export class HistoryRepository {
    * canonical e-mail and IP, so a notation variant of an address does not
    * start a fresh count); the caller computes them once for both.
    */
-  snapshot(tenant: Tenant, entities: DecisionEntities, keys: EntityKeys, now: number): HistorySnapshot {
+  snapshot(tenant: Tenant, entities: DecisionEntities, keys: EntityKeys, now: number, paymentCurrency = ""): HistorySnapshot {
     const counts = (entity: string): WindowCounts => {
       if (!entity) return { lastMinute: 0, lastHour: 0, lastDay: 0 };
       const row = this.velocityStmt.get(tenant.accountId, tenant.environment, entity);
@@ -141,6 +150,7 @@ export class HistoryRepository {
       knownDeviceIds: profile ? (JSON.parse(profile.known_devices) as string[]) : [],
       knownCountries: profile ? (JSON.parse(profile.known_countries) as string[]) : [],
       amountHistory: profile ? (JSON.parse(profile.amounts) as Record<string, AmountStats>) : {},
+      accountAmounts: this.accountAmounts(tenant, paymentCurrency),
       graph: null,
       consortium: null,
     };
@@ -169,6 +179,10 @@ export class HistoryRepository {
     };
     const amounts = profile ? (JSON.parse(profile.amounts) as Record<string, AmountStats>) : {};
     if (update.amount !== undefined && update.currency) {
+      // A zero amount (a free order) has no logarithm, and says nothing about what the account's payments are.
+      if (update.amount > 0) {
+        this.addAccountAmountStmt.run({ accountId, environment, currency: update.currency, logAmount: Math.log(update.amount) });
+      }
       const stats = amounts[update.currency] ?? { count: 0, max: 0, mean: 0 };
       amounts[update.currency] = {
         count: stats.count + 1,
@@ -188,6 +202,13 @@ export class HistoryRepository {
       countries: remember(profile?.known_countries, update.country),
       amounts: JSON.stringify(amounts),
     });
+  }
+
+  /** The account's allowed payments in a currency; null without a currency or before the first. */
+  private accountAmounts(tenant: Tenant, currency: string): AccountAmountStats | null {
+    if (currency === "") return null;
+    const row = this.accountAmountsStmt.get(tenant.accountId, tenant.environment, currency);
+    return row ? { count: row.payments, logMean: row.log_sum / row.payments } : null;
   }
 
   /**

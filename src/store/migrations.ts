@@ -399,4 +399,16 @@ export const migrations: readonly string[] = [
   DROP INDEX outbox_due;
   CREATE INDEX outbox_due ON outbox(status, next_attempt_at, id, account_id, environment);
   `,
+  // 12: an account's allowed payments per currency, so that a user's first payment can be compared with what
+  // is typical for the account (a first high-value purchase; engine/signals/store.ts).
+  `
+  CREATE TABLE account_amounts (
+    account_id TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    currency TEXT NOT NULL,
+    payments INTEGER NOT NULL,
+    log_sum REAL NOT NULL,
+    PRIMARY KEY (account_id, environment, currency)
+  ) STRICT, WITHOUT ROWID;
+  `,
 ];

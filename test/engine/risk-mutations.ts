@@ -39,6 +39,7 @@ export const RISK_MUTATIONS: Record<Exclude<ReasonCode, "LOW_RISK">, (signals: S
   NEW_DEVICE: (s) => void (s.history.newDevice = true),
   NEW_COUNTRY: (s) => void (s.history.newCountry = true),
   AMOUNT_SPIKE: (s) => Object.assign(s.amount, { value: 900, spike: true }),
+  FIRST_HIGH_VALUE: (s) => Object.assign(s.amount, { value: 900, accountTypical: 40, firstHighValue: true }),
   AMOUNT_ABOVE_USUAL: (s) => Object.assign(s.amount, { value: 200, aboveUsual: true }),
   AMOUNT_NEW_CURRENCY: (s) => Object.assign(s.amount, { value: 50, newCurrency: true }),
   FRAUD_GRAPH_LINK: (s) => Object.assign(s.graph, { available: true, linkedToFraud: true, hops: 1, fraudNeighbours: 1 }),

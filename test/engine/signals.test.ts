@@ -288,6 +288,24 @@ describe("store signals", () => {
     expect(amountFor(900, "")).toMatchObject({ value: null, currency: "", spike: false, newCurrency: false });
   });
 
+  it("see a large jump after one or two payments, and a first high-value purchase against the account's typical one", () => {
+    const base = knownUserSnapshot();
+    const pay = (snapshot: typeof base, amount: number, currency = "EUR") =>
+      computeStoreSignals({ ...cleanDesktopLogin(), action: "purchase", amount, currency }, snapshot, fast(), NOW_MS).amount;
+    const once = { ...base, amountHistory: { EUR: { count: 1, max: 12, mean: 12 } } };
+    expect(pay(once, 8_000)).toMatchObject({ spike: true, ratioToMax: 666.667 });
+    expect(pay(once, 100)).toMatchObject({ spike: false, aboveUsual: false });
+    // The account's 50 payments in euros are typically 60 EUR.
+    const account = { count: 50, logMean: Math.log(60) };
+    const newcomer = { ...base, amountHistory: {}, accountAmounts: account };
+    expect(pay(newcomer, 9_500)).toMatchObject({ accountTypical: 60, firstHighValue: true, spike: false });
+    expect(pay(newcomer, 200)).toMatchObject({ accountTypical: 60, firstHighValue: false });
+    // Too few payments to know what is typical; and a user with a history is judged against it instead.
+    expect(pay({ ...newcomer, accountAmounts: { ...account, count: 19 } }, 9_500)).toMatchObject({ accountTypical: null, firstHighValue: false });
+    const regular = { ...newcomer, amountHistory: { EUR: { count: 5, max: 9_000, mean: 8_000 } } };
+    expect(pay(regular, 9_500).firstHighValue).toBe(false);
+  });
+
   it("keep the amount's ratios finite, whatever the amounts (JSON has no Infinity)", () => {
     const snapshot = { ...knownUserSnapshot(), amountHistory: { USD: { count: 4, max: 1e-300, mean: 1e-300 } } };
     const signals = computeStoreSignals({ ...cleanDesktopLogin(), action: "purchase", amount: 1e10, currency: "USD" }, snapshot, fast(), NOW_MS);

@@ -93,6 +93,8 @@ export function cleanSignals(): Signals {
       spike: false,
       aboveUsual: false,
       newCurrency: false,
+      accountTypical: null,
+      firstHighValue: false,
     },
     history: {
       available: true,

@@ -34,6 +34,12 @@ const MIN_TRAVEL_DISTANCE_KM = 500;
 
 /** An amount this many times the user's largest earlier amount is a spike. */
 const AMOUNT_SPIKE_RATIO = 3;
+/** With only one or two earlier payments, a spike must be this much larger (a large jump). */
+const AMOUNT_JUMP_RATIO = 10;
+/** A user with little history paying this many times the account's typical payment: a first high-value purchase. */
+const FIRST_HIGH_VALUE_RATIO = 5;
+/** The account's payments in a currency before its typical payment means anything. */
+const MIN_ACCOUNT_PAYMENTS = 20;
 /** An amount this many times the user's average amount is unusual. */
 const AMOUNT_UNUSUAL_RATIO = 3;
 /** Fewer earlier payments than this are not a history to compare against. */
@@ -56,6 +62,7 @@ export const EMPTY_HISTORY_SNAPSHOT: HistorySnapshot = Object.freeze({
   knownDeviceIds: Object.freeze([]),
   knownCountries: Object.freeze([]),
   amountHistory: Object.freeze({}),
+  accountAmounts: null,
   graph: null,
   consortium: null,
 });
@@ -99,6 +106,8 @@ export function unavailableStoreSignals(): StoreSignals {
       spike: false,
       aboveUsual: false,
       newCurrency: false,
+      accountTypical: null,
+      firstHighValue: false,
     },
     history: {
       available: false,
@@ -180,8 +189,12 @@ function amountSignals(input: EngineInput, snapshot: HistorySnapshot): AmountSig
   const ratioToMax = ratio(stats.max);
   const ratioToMean = ratio(stats.mean);
   const enoughHistory = stats.count >= MIN_AMOUNT_HISTORY;
-  const spike = enoughHistory && ratioToMax !== null && ratioToMax >= AMOUNT_SPIKE_RATIO;
+  const spikeRatio = enoughHistory ? AMOUNT_SPIKE_RATIO : AMOUNT_JUMP_RATIO;
+  const spike = stats.count > 0 && ratioToMax !== null && ratioToMax >= spikeRatio;
   const paidBefore = Object.values(snapshot.amountHistory).some((other) => other.count > 0);
+  const account = snapshot.accountAmounts;
+  const accountTypical =
+    value !== null && account !== null && account.count >= MIN_ACCOUNT_PAYMENTS ? Math.round(Math.exp(account.logMean) * 1000) / 1000 : null;
   return {
     available: true,
     value,
@@ -194,6 +207,8 @@ function amountSignals(input: EngineInput, snapshot: HistorySnapshot): AmountSig
     spike,
     aboveUsual: enoughHistory && !spike && ratioToMean !== null && ratioToMean >= AMOUNT_UNUSUAL_RATIO,
     newCurrency: value !== null && stats.count === 0 && paidBefore,
+    accountTypical,
+    firstHighValue: !enoughHistory && !spike && value !== null && accountTypical !== null && value >= FIRST_HIGH_VALUE_RATIO * accountTypical,
   };
 }
 
