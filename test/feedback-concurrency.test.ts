@@ -16,6 +16,7 @@ import { ConsortiumRepository } from "../src/store/consortium.js";
 import { DecisionRepository } from "../src/store/decisions.js";
 import { FeedbackRepository } from "../src/store/feedback.js";
 import { GraphRepository } from "../src/store/graph.js";
+import { HistoryRepository } from "../src/store/history.js";
 import { ListRepository } from "../src/store/lists.js";
 import { WeightsRepository } from "../src/store/weights.js";
 import { HUMAN_DESKTOP } from "./helpers/inputs.js";
@@ -110,6 +111,7 @@ describe("weights under concurrent feedback from several processes", () => {
       feedback: new FeedbackRepository(db),
       weights: racing,
       graph: new GraphRepository(db),
+      history: new HistoryRepository(db),
       lists: new ListRepository(db),
       consortium: new ConsortiumRepository(db),
       outbox,

@@ -278,6 +278,33 @@ describe("POST /api/v1/feedback", () => {
   });
 });
 
+describe("a challenge the user passed", () => {
+  it("teaches the user's profile once labelled legitimate, so the next request from there is not new", async () => {
+    const traveller = server.createAccount("Travel agency");
+    const key = traveller.keys.live.secret;
+    // Challenge whoever comes from a new country or on a new device.
+    const policy = await call<{ id: string }>(key, "POST", "/api/v1/policies", {
+      name: "Step up on the unknown",
+      status: "active",
+      priority: 100,
+      rules: [{ condition: "signals.history.newCountry || signals.history.newDevice", action: "challenge" }],
+    });
+    expect(policy.status).toBe(201);
+    const home = { userId: "globetrotter", action: "login", ...HUMAN_DESKTOP, ip: "81.2.69.160", deviceId: "dev-home" };
+    expect((await decide(key, home)).decision).toBe("allow");
+    clock.advance(2 * DAY);
+    const abroad = { ...home, ip: "1.128.0.1", deviceId: "dev-hotel" };
+    const challenged = await decide(key, abroad);
+    expect(challenged.decision).toBe("challenge");
+    // Not passed yet: still new.
+    expect((await decide(key, abroad)).decision).toBe("challenge");
+    const labelled = await feedback(key, { decisionId: challenged.decisionId, actualOutcome: "legitimate" });
+    expect(labelled.status).toBe(200);
+    const after = await decide(key, abroad);
+    expect(after.decision).toBe("allow");
+  });
+});
+
 describe("learning from a stream of labels", () => {
   it("scores later decisions of the fraud pattern higher and of the legitimate pattern lower", async () => {
     const learner = server.createAccount("Learner");

@@ -7,7 +7,7 @@ import type { Clock } from "../clock.js";
 import { indicatorsOf } from "../consortium/indicators.js";
 import { queueIndicators } from "../consortium/sharing.js";
 import type { DecisionDetails } from "../decisions/record.js";
-import { DEFAULT_WEIGHTS, scoreSignals, type Signals } from "../engine/index.js";
+import { DEFAULT_WEIGHTS, paymentOf, scoreSignals, type Signals } from "../engine/index.js";
 import type { EventPublisher } from "../events/publisher.js";
 import { entitiesOfRequest, entityKeys, entityValueOfKind } from "../graph/entities.js";
 import { newId } from "../ids.js";
@@ -18,7 +18,7 @@ import type { Db } from "../store/database.js";
 import type { DecisionRepository, StoredDecision } from "../store/decisions.js";
 import type { FeedbackRepository } from "../store/feedback.js";
 import type { GraphRepository } from "../store/graph.js";
-import type { DecisionEntities } from "../store/history.js";
+import type { DecisionEntities, HistoryRepository, ProfileLesson } from "../store/history.js";
 import type { ListRepository } from "../store/lists.js";
 import type { Tenant } from "../store/tenant.js";
 import type { WeightsRepository } from "../store/weights.js";
@@ -57,6 +57,8 @@ export interface FeedbackDeps {
   feedback: FeedbackRepository;
   weights: WeightsRepository;
   graph: GraphRepository;
+  /** For a challenged or denied decision labelled legitimate: its device, country and payment join the user's profile. */
+  history: HistoryRepository;
   lists: ListRepository;
   consortium: ConsortiumRepository;
   outbox: Outbox;
@@ -135,6 +137,11 @@ export class FeedbackProcessor {
             replacedPrevious: previous !== undefined,
           };
           const listed = fraud ? this.addToAutomaticLists(tenant, entities, now) : [];
+          // Only allowed decisions teach the user's profile as they are made (store/history.ts). One the user
+          // proves legitimate afterwards (a challenge passed) teaches it now, once however often it is relabelled.
+          if (!fraud && decision.decision !== "allow" && !(previous && !isFraudOutcome(previous.actualOutcome))) {
+            this.deps.history.learn(tenant, lessonOf(decision.userId, evidence), decision.createdAt);
+          }
           feedback.insert(tenant, {
             id: applied.feedbackId,
             decisionId: decision.id,
@@ -277,3 +284,16 @@ export class FeedbackProcessor {
     return added;
   }
 }
+
+/** What a decision's verified evidence teaches the user's profile: its device, IP country and payment. */
+function lessonOf(userId: string, evidence: VerifiedEvidence): ProfileLesson {
+  const request = (typeof evidence.request === "object" && evidence.request !== null && !Array.isArray(evidence.request) ? evidence.request : {}) as Record<string, JsonValue>;
+  const text = (value: JsonValue | undefined) => (typeof value === "string" ? value : "");
+  const payment = paymentOf({
+    action: text(request.action),
+    amount: typeof request.amount === "number" ? request.amount : undefined,
+    currency: text(request.currency),
+  });
+  return { userId, deviceId: text(request.deviceId), country: evidence.signals.geo.country, amount: payment?.amount, currency: payment?.currency ?? "" };
+}
+

@@ -75,6 +75,7 @@ import { ClientIpResolver } from "./client-ip.js";
 import { Dispatcher } from "./dispatcher.js";
 import { RestGateway } from "./gateway.js";
 import { DualProtocolListener } from "./listener.js";
+import { HistoryRepository } from "../store/history.js";
 
 const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
 /** On shutdown the outbox flushes what is due for what is left of the grace period, and at least this long. */
@@ -188,6 +189,7 @@ export function buildApp(options: AppOptions): App {
     feedback: new FeedbackRepository(db),
     weights,
     graph,
+    history: new HistoryRepository(db),
     lists: listRepository,
     consortium,
     outbox,

@@ -20,11 +20,18 @@ export interface DecisionEntities {
   accountNumber?: string;
 }
 
-/** What a decision adds to the history once it is made. */
-export interface HistoryUpdate extends DecisionEntities {
+/** What a request the user made teaches the user's profile: its device, IP country and payment. */
+export interface ProfileLesson {
+  userId: string;
+  deviceId: string;
   country: string;
+  /** The payment, if the request was one (engine paymentOf); otherwise undefined and "". */
   amount: number | undefined;
   currency: string;
+}
+
+/** What a decision adds to the history once it is made. */
+export interface HistoryUpdate extends DecisionEntities, ProfileLesson {
   /**
    * The decision allowed the request. Only then does it teach the user's
    * profile (its device, country and amount become the user's, its time and
@@ -170,36 +177,48 @@ export class HistoryRepository {
         this.bumpUsersStmt.run({ accountId, environment, entity, day, carried });
       }
     }
-    if (!update.userId || !update.allowed) return;
-    const profile = this.profileStmt.get(accountId, environment, update.userId);
+    if (update.allowed) this.learn(tenant, update, now);
+  }
+
+  /**
+   * Adds a request the user really made to the user's profile: an allowed
+   * decision's ({@link record}), or one that feedback labels legitimate
+   * afterwards (a challenge the user passed). Its device, country and payment
+   * become the user's; its time and country become the last location unless
+   * a later one is known. Call inside a transaction.
+   */
+  learn(tenant: Tenant, lesson: ProfileLesson, at: number): void {
+    const { accountId, environment } = tenant;
+    if (!lesson.userId) return;
+    const profile = this.profileStmt.get(accountId, environment, lesson.userId);
     const remember = (json: string | undefined, value: string): string => {
       const list = json ? (JSON.parse(json) as string[]) : [];
       if (!value) return JSON.stringify(list);
       return JSON.stringify([value, ...list.filter((item) => item !== value)].slice(0, PROFILE_MEMORY));
     };
     const amounts = profile ? (JSON.parse(profile.amounts) as Record<string, AmountStats>) : {};
-    if (update.amount !== undefined && update.currency) {
+    if (lesson.amount !== undefined && lesson.currency) {
       // A zero amount (a free order) has no logarithm, and says nothing about what the account's payments are.
-      if (update.amount > 0) {
-        this.addAccountAmountStmt.run({ accountId, environment, currency: update.currency, logAmount: Math.log(update.amount) });
+      if (lesson.amount > 0) {
+        this.addAccountAmountStmt.run({ accountId, environment, currency: lesson.currency, logAmount: Math.log(lesson.amount) });
       }
-      const stats = amounts[update.currency] ?? { count: 0, max: 0, mean: 0 };
-      amounts[update.currency] = {
+      const stats = amounts[lesson.currency] ?? { count: 0, max: 0, mean: 0 };
+      amounts[lesson.currency] = {
         count: stats.count + 1,
-        max: Math.max(stats.max, update.amount),
-        mean: stats.mean + (update.amount - stats.mean) / (stats.count + 1),
+        max: Math.max(stats.max, lesson.amount),
+        mean: stats.mean + (lesson.amount - stats.mean) / (stats.count + 1),
       };
     }
-    // The last location is the last decision whose IP has a country: travel is measured from there, and from then.
-    const located = update.country !== "" || profile === undefined;
+    // The last location is the latest decision whose IP has a country: travel is measured from there, and from then.
+    const located = profile === undefined || (lesson.country !== "" && at >= profile.last_decision_at);
     this.saveProfileStmt.run({
       accountId,
       environment,
-      userId: update.userId,
-      at: located ? now : profile.last_decision_at,
-      country: located ? update.country : profile.last_country,
-      devices: remember(profile?.known_devices, update.deviceId),
-      countries: remember(profile?.known_countries, update.country),
+      userId: lesson.userId,
+      at: located ? at : profile.last_decision_at,
+      country: located ? lesson.country : profile.last_country,
+      devices: remember(profile?.known_devices, lesson.deviceId),
+      countries: remember(profile?.known_countries, lesson.country),
       amounts: JSON.stringify(amounts),
     });
   }

@@ -20,6 +20,7 @@ import { openDatabase } from "../../src/store/database.js";
 import { DecisionRepository } from "../../src/store/decisions.js";
 import { FeedbackRepository } from "../../src/store/feedback.js";
 import { GraphRepository } from "../../src/store/graph.js";
+import { HistoryRepository } from "../../src/store/history.js";
 import { ListRepository } from "../../src/store/lists.js";
 import { WeightsRepository } from "../../src/store/weights.js";
 
@@ -35,6 +36,7 @@ const processor = new FeedbackProcessor({
   feedback: new FeedbackRepository(db),
   weights: new WeightsRepository(db),
   graph: new GraphRepository(db),
+  history: new HistoryRepository(db),
   lists: new ListRepository(db),
   consortium: new ConsortiumRepository(db),
   outbox,
