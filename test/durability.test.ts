@@ -1,4 +1,6 @@
 import fs from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import path from "node:path";
 import Database from "../src/store/sqlite-driver.cjs";
 import { afterAll, describe, expect, it } from "vitest";
@@ -7,7 +9,7 @@ import { HUMAN_DESKTOP, UK_IP, botAttack } from "./helpers/inputs.js";
 import { tempDir } from "./helpers/server.js";
 
 const dataDir = tempDir();
-const env = { FRAUD_DATA_DIR: dataDir, FRAUD_SEED_DEMO: "false" };
+const env = { FRAUD_DATA_DIR: dataDir, FRAUD_SEED_DEMO: "false", FRAUD_WEBHOOK_ALLOW_PRIVATE: "true" };
 afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }));
 
 describe("a decide that answered 200 is never lost", () => {
@@ -15,6 +17,23 @@ describe("a decide that answered 200 is never lost", () => {
     const created = await runFraudctl(["accounts", "create", "--name", "Durable", "--decide-rate-limit", "100000", "--json"], env);
     const key = (JSON.parse(created.stdout) as { keys: { live: { secret: string } } }).keys.live.secret;
     const first = await startServerProcess(env);
+    // A real receiver for the decisions' and cases' webhooks, which must arrive too, whichever server sends them.
+    const received: Array<{ id: string; type: string; data: { evidenceId?: string; case?: { decisionId: string } } }> = [];
+    const receiver = http.createServer((req, res) => {
+      let body = "";
+      req.on("data", (chunk: Buffer) => (body += chunk.toString()));
+      req.on("end", () => {
+        received.push(JSON.parse(body) as (typeof received)[number]);
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+    const endpoint = await fetch(`${first.url}/api/v1/webhooks/endpoints`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": key },
+      body: JSON.stringify({ url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`, events: ["decision.allow", "decision.challenge", "decision.deny", "case.created"] }),
+    });
+    expect(endpoint.status).toBe(201);
 
     const answered: Array<{ evidenceId: string; score: number }> = [];
     let stop = false;
@@ -59,12 +78,28 @@ describe("a decide that answered 200 is never lost", () => {
         }
         // Nothing was left in the dead-letter queue.
         expect((db.prepare("SELECT COUNT(*) AS n FROM outbox").get() as { n: number }).n).toBe(0);
+        // Every answered decision's event reached the receiver, and a case.created for each case: at least once,
+        // and a delivery made twice (a crash between sending and recording it) is the same event, by its id.
+        const byId = new Map<string, string>();
+        for (const event of received) {
+          const text = JSON.stringify(event);
+          expect(byId.get(event.id) ?? text, event.id).toBe(text);
+          byId.set(event.id, text);
+        }
+        const decided = new Set(received.filter((e) => e.type.startsWith("decision.")).map((e) => e.data.evidenceId));
+        const casesFor = new Set(received.filter((e) => e.type === "case.created").map((e) => e.data.case?.decisionId));
+        for (const { evidenceId, score } of answered) {
+          expect(decided.has(evidenceId), evidenceId).toBe(true);
+          const decision = decisionOf.get(evidenceId) as { id: string };
+          expect(casesFor.has(decision.id), evidenceId).toBe(score >= 80);
+        }
       } finally {
         db.close();
       }
     } finally {
       second.child.kill("SIGTERM");
       await second.exited;
+      receiver.close();
     }
   });
 });
