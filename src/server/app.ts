@@ -87,6 +87,8 @@ export interface AppOptions {
   logger?: Logger;
   /** Fault injection for tests: extra latency before every store read of the comprehensive path. */
   storeLatencyMs?: number;
+  /** For tests: how often event-stream connections are pinged (stream.ts HEARTBEAT_MS otherwise). */
+  streamHeartbeatMs?: number;
 }
 
 /** A built, not yet listening, service. Tests build one on port 0. */
@@ -197,7 +199,7 @@ export function buildApp(options: AppOptions): App {
     audit,
     listsChanged: (tenant) => policySets.invalidate(tenant),
   });
-  const eventStream = new EventStream(keys, webhookRepository, events, clock, logger);
+  const eventStream = new EventStream(keys, webhookRepository, events, clock, logger, options.streamHeartbeatMs);
 
   const interceptors = apiInterceptors({ logger, keys, limiter, rateLimitOverrides: config.rateLimitOverrides });
   // Zero values and empty lists stay in JSON: REST clients read the exact shapes of the specification.

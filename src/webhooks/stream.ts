@@ -17,6 +17,22 @@ export const EVENT_STREAM_PATH = "/api/v1/events/stream";
 
 /** Permission the connecting key must hold, as for listing endpoints. */
 const STREAM_PERMISSION = "webhooks:read";
+/** A client this far behind (bytes sent but not yet taken by its connection) is dropped: it is not reading. */
+const MAX_BUFFERED_BYTES = 1 << 20;
+/** The connecting key is checked again at most this often, before sending: a revoked key stops the stream. */
+const KEY_RECHECK_MS = 1_000;
+
+/** How often connections are pinged; one that has not answered the previous ping is dropped. */
+export const HEARTBEAT_MS = 30_000;
+
+/** An open connection, with the key it connected with (checked again while it streams). */
+interface StreamClient {
+  socket: WebSocket;
+  key: string;
+  keyCheckedAt: number;
+  /** Answered the last ping (or connected since). */
+  alive: boolean;
+}
 
 /** One message of the stream: the event body exactly as signed, with what an HTTP delivery carries in headers. */
 export interface StreamMessage {
@@ -40,7 +56,8 @@ export interface StreamMessage {
 export class EventStream {
   private readonly server = new WebSocketServer({ noServer: true, maxPayload: 4096 });
   /** Open connections by endpoint id (ids are unique across tenants). */
-  private readonly clients = new Map<string, Set<WebSocket>>();
+  private readonly clients = new Map<string, Set<StreamClient>>();
+  private readonly heartbeat: NodeJS.Timeout;
 
   constructor(
     private readonly keys: KeyService,
@@ -48,7 +65,11 @@ export class EventStream {
     events: EventPublisher,
     private readonly clock: Clock,
     private readonly logger: Logger,
+    heartbeatMs = HEARTBEAT_MS,
   ) {
+    // A client whose connection died without a close (a network gone, a laptop shut) stops answering pings.
+    this.heartbeat = setInterval(() => this.ping(), heartbeatMs);
+    this.heartbeat.unref();
     events.addSink({
       // Live only: with no client connected for a subscribed endpoint, nothing is queued.
       wants: (tenant, type) => this.clients.size > 0 && this.endpoints.subscribers(tenant, "websocket", type).some((endpoint) => this.clients.has(endpoint.id)),
@@ -70,7 +91,7 @@ export class EventStream {
     }
     const key = presentedKey(headers);
     const principal = key === undefined ? undefined : this.keys.authenticate(key);
-    if (!principal) return refuse(socket, 401, "UNAUTHORIZED", "a valid API key is required in X-API-Key or Authorization: Bearer");
+    if (key === undefined || !principal) return refuse(socket, 401, "UNAUTHORIZED", "a valid API key is required in X-API-Key or Authorization: Bearer");
     if (!principal.permissions.has(STREAM_PERMISSION)) {
       return refuse(socket, 403, "FORBIDDEN", `the API key lacks the ${STREAM_PERMISSION} permission`);
     }
@@ -80,35 +101,69 @@ export class EventStream {
     if (!endpoint || endpoint.deliveryMethod !== "websocket") {
       return refuse(socket, 404, "NOT_FOUND", `no websocket endpoint "${endpointId}": pass ?endpoint=whe_... of one`);
     }
-    this.server.handleUpgrade(req, socket, head, (client) => this.attach(endpoint.id, client));
+    this.server.handleUpgrade(req, socket, head, (client) => this.attach(endpoint.id, { socket: client, key, keyCheckedAt: this.clock.now(), alive: true }));
     return true;
   };
 
   /** Closes every connection (shutdown). */
   close(): void {
-    for (const sockets of this.clients.values()) for (const client of sockets) client.close(1001, "server shutting down");
+    clearInterval(this.heartbeat);
+    for (const clients of this.clients.values()) for (const client of clients) client.socket.close(1001, "server shutting down");
     this.server.close();
   }
 
-  private attach(endpointId: string, client: WebSocket): void {
-    let sockets = this.clients.get(endpointId);
-    if (!sockets) {
-      sockets = new Set();
-      this.clients.set(endpointId, sockets);
+  private attach(endpointId: string, client: StreamClient): void {
+    let clients = this.clients.get(endpointId);
+    if (!clients) {
+      clients = new Set();
+      this.clients.set(endpointId, clients);
     }
-    sockets.add(client);
-    client.on("error", (error) => this.logger.log("warn", "event stream connection failed", { endpointId, error: error.message }));
-    client.once("close", () => {
-      sockets.delete(client);
-      if (sockets.size === 0) this.clients.delete(endpointId);
+    clients.add(client);
+    const { socket } = client;
+    socket.on("pong", () => (client.alive = true));
+    socket.on("error", (error) => this.logger.log("warn", "event stream connection failed", { endpointId, error: error.message }));
+    socket.once("close", () => {
+      clients.delete(client);
+      if (clients.size === 0) this.clients.delete(endpointId);
     });
+  }
+
+  private ping(): void {
+    for (const clients of this.clients.values()) {
+      for (const client of clients) {
+        if (!client.alive) {
+          client.socket.terminate();
+          continue;
+        }
+        client.alive = false;
+        client.socket.ping();
+      }
+    }
+  }
+
+  /** Whether the client may be sent an event now; closes it when not (a revoked key, or a client not reading). */
+  private stillServed(client: StreamClient, endpointId: string): boolean {
+    const now = this.clock.now();
+    if (now - client.keyCheckedAt >= KEY_RECHECK_MS) {
+      client.keyCheckedAt = now;
+      if (!this.keys.authenticate(client.key)?.permissions.has(STREAM_PERMISSION)) {
+        client.socket.close(1008, "the API key is no longer valid");
+        return false;
+      }
+    }
+    if (client.socket.bufferedAmount > MAX_BUFFERED_BYTES) {
+      this.logger.log("warn", "event stream client dropped: it is not reading its events", { endpointId, buffered: client.socket.bufferedAmount });
+      client.socket.terminate();
+      return false;
+    }
+    return true;
   }
 
   private broadcast(tenant: Tenant, event: WebhookEvent, body: string): void {
     if (this.clients.size === 0) return;
     for (const endpoint of this.endpoints.subscribers(tenant, "websocket", event.type)) {
-      const sockets = this.clients.get(endpoint.id);
-      if (!sockets) continue;
+      const clients = this.clients.get(endpoint.id);
+      if (!clients) continue;
       const message: StreamMessage = {
         id: event.id,
         type: event.type,
@@ -117,7 +172,9 @@ export class EventStream {
         payload: body,
       };
       const text = JSON.stringify(message);
-      for (const client of sockets) if (client.readyState === WebSocket.OPEN) client.send(text);
+      for (const client of clients) {
+        if (client.socket.readyState === WebSocket.OPEN && this.stillServed(client, endpoint.id)) client.socket.send(text);
+      }
     }
   }
 }

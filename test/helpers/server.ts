@@ -24,7 +24,7 @@ export function tempDir(prefix = "fraud-test-"): string {
 
 /** The real server on an ephemeral port with a real SQLite file in a temp dir. */
 export async function startTestServer(
-  options: { clock?: Clock; config?: Partial<Config>; env?: NodeJS.ProcessEnv; storeLatencyMs?: number } = {},
+  options: { clock?: Clock; config?: Partial<Config>; env?: NodeJS.ProcessEnv; storeLatencyMs?: number; streamHeartbeatMs?: number } = {},
 ): Promise<TestServer> {
   const dataDir = options.config?.dataDir ?? tempDir();
   const config: Config = {
@@ -36,7 +36,7 @@ export async function startTestServer(
   };
   const logs: string[] = [];
   const logger: Logger = createLogger((line) => logs.push(line));
-  const app = buildApp({ config, clock: options.clock, logger, storeLatencyMs: options.storeLatencyMs });
+  const app = buildApp({ config, clock: options.clock, logger, storeLatencyMs: options.storeLatencyMs, streamHeartbeatMs: options.streamHeartbeatMs });
   const address = await app.listen();
   return {
     app,

@@ -12,10 +12,15 @@ import { startTestServer, type TestServer } from "../helpers/server.js";
 const clock = new ManualClock();
 let server: TestServer;
 let keys: ReturnType<TestServer["createAccount"]>["keys"];
+let accountId: string;
+/** Pings this often, so that a client that stops answering is seen within the test. */
+const HEARTBEAT_MS = 200;
 
 beforeAll(async () => {
-  server = await startTestServer({ clock });
-  keys = server.createAccount().keys;
+  server = await startTestServer({ clock, streamHeartbeatMs: HEARTBEAT_MS });
+  const created = server.createAccount();
+  keys = created.keys;
+  accountId = created.account.id;
 });
 afterAll(() => server.close());
 
@@ -32,9 +37,9 @@ async function createStreamEndpoint(key: string, events: string[] = []): Promise
 }
 
 /** Opens the stream; resolves once connected, or with the HTTP status of a refusal. */
-function connect(query: string, headers: Record<string, string>): Promise<{ socket: WebSocket; messages: StreamMessage[] } | { refused: number }> {
+function connect(query: string, headers: Record<string, string>, autoPong = true): Promise<{ socket: WebSocket; messages: StreamMessage[] } | { refused: number }> {
   return new Promise((resolve, reject) => {
-    const socket = new WebSocket(`ws://127.0.0.1:${server.port}/api/v1/events/stream${query}`, { headers });
+    const socket = new WebSocket(`ws://127.0.0.1:${server.port}/api/v1/events/stream${query}`, { headers, autoPong });
     const messages: StreamMessage[] = [];
     socket.on("message", (data) => messages.push(JSON.parse(String(data)) as StreamMessage));
     socket.once("open", () => resolve({ socket, messages }));
@@ -51,6 +56,35 @@ async function decide(): Promise<void> {
   });
   expect(res.status).toBe(200);
 }
+
+describe("WebSocket connections that should end", () => {
+  it("closes the stream of a key revoked since it connected, before sending it anything more", async () => {
+    const endpoint = await createStreamEndpoint(keys.test.secret, ["decision.allow"]);
+    const reader = server.app.keys.issue({ accountId, environment: "test", kind: "secret", permissions: ["webhooks:read"], name: "stream reader" }).key;
+    const opened = await connect(`?endpoint=${endpoint.id}`, { "x-api-key": reader });
+    if (!("socket" in opened)) throw new Error("refused");
+    const closed = new Promise<number>((resolve) => opened.socket.once("close", (code) => resolve(code)));
+    server.app.keys.revoke(reader);
+    clock.advance(1_000);
+    await decide();
+    await server.app.settled();
+    expect(await closed).toBe(1008);
+    expect(opened.messages).toEqual([]);
+  });
+
+  it("drops a client that stops answering pings, and keeps one that answers", async () => {
+    const endpoint = await createStreamEndpoint(keys.test.secret, ["decision.allow"]);
+    const silent = await connect(`?endpoint=${endpoint.id}`, { "x-api-key": keys.test.secret }, false);
+    const lively = await connect(`?endpoint=${endpoint.id}`, { "x-api-key": keys.test.secret });
+    if (!("socket" in silent) || !("socket" in lively)) throw new Error("refused");
+    const dropped = new Promise<number>((resolve) => silent.socket.once("close", (code) => resolve(code)));
+    // Terminated without a close frame: the client sees 1006.
+    expect(await dropped).toBe(1006);
+    await new Promise((resolve) => setTimeout(resolve, 3 * HEARTBEAT_MS));
+    expect(lively.socket.readyState).toBe(WebSocket.OPEN);
+    lively.socket.close();
+  });
+});
 
 describe("WebSocket delivery", () => {
   it("streams the endpoint's events live, each signed with its own secret, verifiable by the verify operation", async () => {
