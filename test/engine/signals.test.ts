@@ -88,6 +88,12 @@ describe("user agent", () => {
     });
   });
 
+  it("takes an in-app browser that names its shop's domain for a browser, and a fetcher with a contact domain for a crawler", () => {
+    const amazonApp = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148 AmazonApp/Amazon.com/23.7.2/iOS/17.4/iPhone";
+    expect(fast({ userAgent: amazonApp }).userAgent).toMatchObject({ bot: false, crawler: false, deviceType: "mobile" });
+    expect(fast({ userAgent: "SiteMonitor/1.0 (status.example.com)" }).userAgent).toMatchObject({ bot: true, crawler: true });
+  });
+
   it("reports a missing user agent", () => {
     expect(fast({ userAgent: "" }).userAgent).toMatchObject({ present: false, deviceType: "unknown" });
   });

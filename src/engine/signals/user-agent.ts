@@ -2,7 +2,7 @@
 // isbot, and our own patterns that tell headless browsers and automation
 // tools apart from declared crawlers (the three deserve different weight).
 
-import { isbot } from "isbot";
+import { isbotMatches } from "isbot";
 import UAParser from "ua-parser-js";
 import type { UserAgentDeviceType, UserAgentSignals } from "../types.js";
 
@@ -86,7 +86,10 @@ function parseUserAgent(text: string): UserAgentSignals {
   const major = Number.parseInt(parsed.browser.major ?? "", 10);
   const headless = browser === "Chrome Headless" || HEADLESS_PATTERNS.some((pattern) => pattern.test(text));
   const automationTool = headless ? "" : (AUTOMATION_TOOL_PATTERNS.find(([, pattern]) => pattern.test(text))?.[0] ?? "");
-  const bot = isbot(text);
+  // isbot takes any ".com" for a crawler's contact address. In a real browser's user agent, with nothing else
+  // a crawler would say, it is an in-app browser naming its shop ("AmazonApp/Amazon.com/23.7.2"), not a crawler.
+  const botMatches = isbotMatches(text);
+  const bot = botMatches.length > 0 && !(browser !== "" && botMatches.every((match) => match.toLowerCase() === ".com"));
   const deviceType =
     DEVICE_TYPES[parsed.device.type ?? ""] ?? (browser !== "" || os !== "" ? "desktop" : "unknown");
   return Object.freeze({
