@@ -88,3 +88,13 @@ describe("an account's typical payment", () => {
   });
 });
 
+describe("velocity across a window boundary", () => {
+  it("sees a burst that straddles the minute", () => {
+    const burstAt = Date.UTC(2026, 10, 20, 10, 0, 50);
+    const entities = { userId: "burster", ip: "", deviceId: "", email: "" };
+    const keys = entityKeysByKind(entities);
+    for (let i = 0; i < 5; i++) history.record(tenant, { ...entities, country: "GB", amount: undefined, currency: "", allowed: true }, keys, burstAt + i * 1_000);
+    expect(history.snapshot(tenant, entities, keys, burstAt + 15_000).counts.user.lastMinute).toBe(5);
+  });
+});
+

@@ -66,8 +66,10 @@ interface ProfileRow {
 function estimate(start: number, current: number, previous: number, windowMs: number, now: number): number {
   const bucket = now - (now % windowMs);
   const elapsed = (now - bucket) / windowMs;
-  if (start === bucket) return Math.floor(previous * (1 - elapsed)) + current;
-  if (bucket - start === windowMs) return Math.floor(current * (1 - elapsed));
+  // Rounded, not floored: the previous window's share is an estimate either way, and flooring it let a burst
+  // across a minute boundary (five requests at :50 to :54, a sixth at :05) read as four.
+  if (start === bucket) return Math.round(previous * (1 - elapsed)) + current;
+  if (bucket - start === windowMs) return Math.round(current * (1 - elapsed));
   return 0;
 }
 
