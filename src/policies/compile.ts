@@ -4,7 +4,7 @@
 // names an unknown variable or signal, or has the wrong type is refused here
 // with the rule index and position, never at decision time.
 
-import { CelScalar, celEnv, celFunc, celMethod, listType, mapType, parse, plan } from "@bufbuild/cel";
+import { CelScalar, celEnv, celFunc, celListConcat, celMethod, listType, mapType, parse, plan } from "@bufbuild/cel";
 import { CheckError, checkCondition, literalsToDouble, type CheckedCondition } from "./checker.js";
 import { rewriteKeywords } from "./keywords.js";
 import { compiledPattern } from "./patterns.js";
@@ -21,6 +21,11 @@ import type {
 } from "./model.js";
 
 const { BOOL, DOUBLE, STRING, DYN } = CelScalar;
+
+/** The longest string a rule may build with `+`: longer than anything it reads (metadata strings hold 1,024). */
+export const MAX_BUILT_STRING = 4_096;
+/** The longest list a rule may build with `+`. */
+export const MAX_BUILT_LIST = 1_000;
 const LIST = listType(DYN);
 const MAP = mapType(DYN, DYN);
 
@@ -35,6 +40,16 @@ const ENV = celEnv({
     celFunc("_/_", [DOUBLE, DOUBLE], DOUBLE, (dividend, divisor) => {
       if (divisor === 0) throw new Error("division by zero");
       return dividend / divisor;
+    }),
+    // Loops that build strings or lists could otherwise grow them without bound from a short condition
+    // (three chained map()s each joining a hundred copies: gigabytes, and the process out of memory).
+    celFunc("_+_", [STRING, STRING], STRING, (left, right) => {
+      if (left.length + right.length > MAX_BUILT_STRING) throw new Error(`a string built by the rule would pass ${MAX_BUILT_STRING} characters`);
+      return left + right;
+    }),
+    celFunc("_+_", [LIST, LIST], LIST, (left, right) => {
+      if (left.size + right.size > MAX_BUILT_LIST) throw new Error(`a list built by the rule would pass ${MAX_BUILT_LIST} items`);
+      return celListConcat(left, right);
     }),
     celFunc("size", [STRING], DOUBLE, (text) => [...text].length),
     celFunc("size", [LIST], DOUBLE, (list) => list.size),

@@ -33,10 +33,11 @@ export interface EvaluationContext {
 }
 
 /**
- * Bounds one decision's evaluation: once exhausted, the rules not yet
- * evaluated count as not matched, each policy recording why. Live decisions
- * pass one (the request thread must not be held, docs/policies.md); replays
- * pass none and evaluate everything.
+ * Bounds one phase of a decision's evaluation (its active policies, then its
+ * shadow ones): once exhausted, the rules not yet evaluated count as not
+ * matched, each policy recording why. Live decisions pass one per phase (the
+ * request thread must not be held, docs/policies.md); replays pass none and
+ * evaluate everything.
  */
 export interface EvaluationBudget {
   exhausted(): boolean;
@@ -134,35 +135,42 @@ function prepared(policies: readonly CompiledPolicy[]): PreparedPolicies {
   return set;
 }
 
-export function evaluatePolicies(policies: readonly CompiledPolicy[], context: EvaluationContext, budget?: EvaluationBudget): PolicyEvaluation {
+/**
+ * `startBudget` gives the active policies a budget, and then the shadow ones
+ * another: a slow shadow policy can never use up the time of an active one
+ * (a deny rule cut off would let the request through), so shadow policies
+ * never change a decision.
+ */
+export function evaluatePolicies(policies: readonly CompiledPolicy[], context: EvaluationContext, startBudget?: () => EvaluationBudget): PolicyEvaluation {
   const lists = context.lists ?? ListSnapshot.EMPTY;
   const set = prepared(policies);
   const bindings = bindingsOf(context, lists, set);
   const results: PolicyResult[] = [];
   const shadowResults: PolicyResult[] = [];
   let decidedBy: PolicyEvaluation["decidedBy"] = null;
+  const applies = (policy: CompiledPolicy) => policy.actions.size === 0 || policy.actions.has(context.action);
 
+  const activeBudget = startBudget?.();
   for (const policy of set.ordered) {
-    if (policy.status === "disabled") continue;
-    if (policy.actions.size > 0 && !policy.actions.has(context.action)) continue;
-    if (policy.status === "active") {
+    if (policy.status !== "active" || !applies(policy)) continue;
+    const result = evaluatePolicy(policy, "active", bindings, lists, activeBudget);
+    results.push(result);
+    const rule = policy.rules[result.matchedRule];
+    if (rule !== undefined) {
       // First match of the highest-priority active policy is final; nothing below can change it.
-      if (decidedBy !== null) continue;
-      const result = evaluatePolicy(policy, "active", bindings, lists, budget);
-      results.push(result);
-      const rule = policy.rules[result.matchedRule];
-      if (rule !== undefined) {
-        decidedBy = {
-          policyId: policy.id,
-          version: policy.version,
-          ruleIndex: rule.index,
-          action: rule.action,
-          description: rule.description,
-        };
-      }
-    } else {
-      shadowResults.push(evaluatePolicy(policy, "shadow", bindings, lists, budget));
+      decidedBy = {
+        policyId: policy.id,
+        version: policy.version,
+        ruleIndex: rule.index,
+        action: rule.action,
+        description: rule.description,
+      };
+      break;
     }
+  }
+  const shadowBudget = startBudget?.();
+  for (const policy of set.ordered) {
+    if (policy.status === "shadow" && applies(policy)) shadowResults.push(evaluatePolicy(policy, "shadow", bindings, lists, shadowBudget));
   }
 
   return {

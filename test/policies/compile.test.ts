@@ -300,3 +300,32 @@ describe("compile cache", () => {
     expect(first.ok && second.ok && first.policy === second.policy).toBe(true);
   });
 });
+
+describe("what a rule may build", () => {
+  /** The rule's outcome on one evaluation: matched, or its run-time error. */
+  function outcome(condition: string, overrides: Parameters<typeof context>[0] = {}) {
+    const result = compilePolicyUncached(policy([{ condition, action: "deny" }]));
+    if (!result.ok) throw new Error(result.errors.map(formatCompileError).join("; "));
+    const [evaluated] = evaluatePolicies([result.policy], context(overrides)).results;
+    return { matched: evaluated?.matchedRule === 0, errors: evaluated?.errors.map((e) => e.message) ?? [] };
+  }
+
+  it("stops a string that loops would grow past 4,096 characters, at once, as a rule error", () => {
+    // 40 copies of a 256-character user id, each joined to itself a hundred times by three chained map()s:
+    // without the bound, gigabytes, and the process out of memory.
+    const hundred = Array.from({ length: 100 }, () => "s").join(" + ");
+    const condition = `[${Array.from({ length: 40 }, () => "userId").join(", ")}].map(s, ${hundred}).map(s, ${hundred}).map(s, ${hundred}).exists(d, d.contains("zz"))`;
+    expect(condition.length).toBeLessThan(4_096);
+    const started = performance.now();
+    expect(outcome(condition, { userId: "u".repeat(256) })).toEqual({ matched: false, errors: ["a string built by the rule would pass 4096 characters"] });
+    expect(performance.now() - started).toBeLessThan(1_000);
+    // Ordinary joins are untouched.
+    expect(outcome("userId + '@' + action == 'u1@login'", { userId: "u1", action: "login" })).toEqual({ matched: true, errors: [] });
+  });
+
+  it("stops a list that joins would grow past 1,000 items", () => {
+    const list = `[${Array.from({ length: 300 }, (_, i) => i).join(", ")}]`;
+    expect(outcome(`size(${list} + ${list} + ${list}) > 0`).matched).toBe(true);
+    expect(outcome(`size(${list} + ${list} + ${list} + ${list}) > 0`).errors).toEqual(["a list built by the rule would pass 1000 items"]);
+  });
+});

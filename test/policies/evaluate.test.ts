@@ -270,13 +270,14 @@ describe("the evaluation budget", () => {
   it("stops at the rule it runs out on: the rest count as not matched, each policy saying why", () => {
     const first = compile(policy([rule("score > 90", "deny"), rule("score > 80", "deny"), rule("score > 10", "deny")], { priority: 20 }));
     const shadow = compile(policy([rule("score > 10", "challenge")], { priority: 15, status: "shadow" }));
-    const evaluation = evaluatePolicies([first, shadow, defaultPolicy], context({ score: 50 }), budgetOf(2));
+    const evaluation = evaluatePolicies([first, shadow, defaultPolicy], context({ score: 50 }), () => budgetOf(2));
     // The third rule of the first policy would have denied; it and everything after are cut off.
     expect(evaluation.results.map((r) => [r.matchedRule, r.errors])).toEqual([
       [-1, [{ ruleIndex: 2, message: BUDGET_EXHAUSTED }]],
       [-1, [{ ruleIndex: 0, message: BUDGET_EXHAUSTED }]],
     ]);
-    expect(evaluation.shadowResults[0]?.errors).toEqual([{ ruleIndex: 0, message: BUDGET_EXHAUSTED }]);
+    // The shadow policy has a budget of its own.
+    expect(evaluation.shadowResults[0]).toMatchObject({ matchedRule: 0, errors: [] });
     // No active policy matched: the score decides, as when every rule fails.
     expect(evaluation.decision).toBe(decideFromScore(50));
     expect(evaluation.decidedBy).toBeNull();
@@ -285,7 +286,15 @@ describe("the evaluation budget", () => {
   it("changes nothing while it lasts, and replays pass none", () => {
     const policies = [compile(policy([rule("score > 90"), rule("score > 10")], { priority: 20 })), defaultPolicy];
     const unbounded = evaluatePolicies(policies, context({ score: 50 }));
-    expect(evaluatePolicies(policies, context({ score: 50 }), budgetOf(100))).toEqual(unbounded);
+    expect(evaluatePolicies(policies, context({ score: 50 }), () => budgetOf(100))).toEqual(unbounded);
     expect(unbounded.decidedBy?.ruleIndex).toBe(1);
+  });
+
+  it("gives shadow policies a budget of their own: a slow one, however high its priority, never cuts off an active rule", () => {
+    const slowShadow = compile(policy([rule("score > 99"), rule("score > 98"), rule("score > 97")], { priority: 500, status: "shadow" }));
+    const deny = compile(policy([rule("userId == 'blocked'", "deny")], { priority: 100 }));
+    const evaluation = evaluatePolicies([slowShadow, deny, defaultPolicy], context({ score: 10, userId: "blocked" }), () => budgetOf(1));
+    expect(evaluation.decision).toBe("deny");
+    expect(evaluation.shadowResults[0]?.errors).toEqual([{ ruleIndex: 1, message: BUDGET_EXHAUSTED }]);
   });
 });
