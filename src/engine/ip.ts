@@ -205,6 +205,20 @@ export function classifyIp(ip: ParsedIp): IpRangeType {
   return inGlobalUnicast ? "public" : "reserved";
 }
 
+/**
+ * A CIDR range written one way only: its first address in canonical form and
+ * its prefix length, an IPv4-mapped IPv6 range as the IPv4 range it covers
+ * (`10.1.2.3/16`, `10.1.0.0/16` and `::ffff:10.1.0.0/112` are all `10.1.0.0/16`).
+ * Null when it does not parse.
+ */
+export function canonicalCidr(text: string): string | null {
+  const range = parseCidr(text);
+  if (range === null) return null;
+  if (range.version === 4) return `${formatIpv4(range.first)}/${32 - Math.log2(range.last - range.first + 1)}`;
+  const hostBits = (range.last - range.first + 1n).toString(2).length - 1;
+  return `${formatIpv6(range.first)}/${128 - hostBits}`;
+}
+
 /** Parses "a.b.c.d/n", "x::/n" or a bare address (a host route) into an inclusive range. */
 export function parseCidr(
   text: string,

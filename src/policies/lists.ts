@@ -11,7 +11,7 @@
 import { celMap } from "@bufbuild/cel";
 import type { CelMap } from "@bufbuild/cel";
 import { IpRangeSet } from "../engine/ip-lists.js";
-import { parseCidr, parseIp } from "../engine/ip.js";
+import { canonicalCidr, parseIp } from "../engine/ip.js";
 import { canonicalEmail } from "../engine/signals/email.js";
 
 export type ListKind = "user" | "email" | "ip" | "device";
@@ -49,7 +49,7 @@ export function normalizeListEntry(kind: ListKind, entry: string): string | null
     case "email":
       return canonicalEmail(trimmed);
     case "ip": {
-      if (trimmed.includes("/")) return parseCidr(trimmed) === null ? null : trimmed;
+      if (trimmed.includes("/")) return canonicalCidr(trimmed);
       return parseIp(trimmed)?.text ?? null;
     }
     default:

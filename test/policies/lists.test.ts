@@ -146,6 +146,13 @@ describe("ListSnapshot", () => {
     expect(normalizeListEntry("ip", "::ffff:10.0.0.1")).toBe("10.0.0.1");
     expect(normalizeListEntry("ip", "2001:DB8:0:0::1")).toBe("2001:db8::1");
     expect(normalizeListEntry("ip", "10.0.0.0/8")).toBe("10.0.0.0/8");
+    // One range, one entry, however it is written: removing any spelling removes it.
+    for (const spelling of ["10.1.2.3/16", "10.1.0.0/16", "::ffff:10.1.0.0/112", " 10.1.255.255/16 "]) {
+      expect(normalizeListEntry("ip", spelling), spelling).toBe("10.1.0.0/16");
+    }
+    expect(normalizeListEntry("ip", "2001:DB8:0::/32")).toBe("2001:db8::/32");
+    expect(normalizeListEntry("ip", "2001:db8::1/128")).toBe("2001:db8::1/128");
+    expect(normalizeListEntry("ip", "0.0.0.0/0")).toBe("0.0.0.0/0");
     expect(normalizeListEntry("ip", "10.0.0.256")).toBeNull();
     expect(normalizeListEntry("user", "  ")).toBeNull();
     expect(normalizeListEntry("device", "vis_AbC")).toBe("vis_AbC");
