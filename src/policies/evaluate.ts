@@ -78,6 +78,11 @@ export interface PolicyEvaluation {
   } | null;
   /** Active policies that were evaluated, in evaluation order; those below the deciding one are not. */
   readonly results: readonly PolicyResult[];
+  /**
+   * What the decision would have been with each shadow policy active where it stands (as a backtest of it
+   * would say), in the order of `shadowResults`: the live decision when it would not have changed it.
+   */
+  readonly shadowDecisions: readonly Decision[];
   /** Every applicable shadow policy, in evaluation order; they never change the decision. */
   readonly shadowResults: readonly PolicyResult[];
 }
@@ -151,7 +156,9 @@ export function evaluatePolicies(policies: readonly CompiledPolicy[], context: E
   const applies = (policy: CompiledPolicy) => policy.actions.size === 0 || policy.actions.has(context.action);
 
   const activeBudget = startBudget?.();
-  for (const policy of set.ordered) {
+  /** Where the deciding policy stands in the order; past the end when the score decided. */
+  let decidingAt = set.ordered.length;
+  for (const [at, policy] of set.ordered.entries()) {
     if (policy.status !== "active" || !applies(policy)) continue;
     const result = evaluatePolicy(policy, "active", bindings, lists, activeBudget);
     results.push(result);
@@ -165,20 +172,29 @@ export function evaluatePolicies(policies: readonly CompiledPolicy[], context: E
         action: rule.action,
         description: rule.description,
       };
+      decidingAt = at;
       break;
     }
   }
+  const decision = decidedBy === null ? decideFromScore(context.score) : decisionOf(decidedBy.action);
   const shadowBudget = startBudget?.();
-  for (const policy of set.ordered) {
-    if (policy.status === "shadow" && applies(policy)) shadowResults.push(evaluatePolicy(policy, "shadow", bindings, lists, shadowBudget));
+  const shadowDecisions: Decision[] = [];
+  for (const [at, policy] of set.ordered.entries()) {
+    if (policy.status !== "shadow" || !applies(policy)) continue;
+    const result = evaluatePolicy(policy, "shadow", bindings, lists, shadowBudget);
+    shadowResults.push(result);
+    // Made active where it stands, it decides only if it matches before the policy that did decide.
+    const rule = policy.rules[result.matchedRule];
+    shadowDecisions.push(rule !== undefined && at < decidingAt ? decisionOf(rule.action) : decision);
   }
 
   return {
-    decision: decidedBy === null ? decideFromScore(context.score) : decisionOf(decidedBy.action),
+    decision,
     review: decidedBy?.action === "review",
     decidedBy,
     results,
     shadowResults,
+    shadowDecisions,
   };
 }
 

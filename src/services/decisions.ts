@@ -22,7 +22,7 @@ import type { DecisionDetails, PolicyResultRecord } from "../decisions/record.js
 import type { DecisionWriter, PolicyEffects } from "../decisions/writer.js";
 import type { PolicySets, TenantPolicies } from "../decisions/policy-set.js";
 import type { Metrics } from "../observability/metrics.js";
-import { decisionOf, type PolicyEvaluation, type PolicyResult } from "../policies/index.js";
+import type { PolicyEvaluation, PolicyResult } from "../policies/index.js";
 import {
   decideFromScore,
   deviceFingerprint,
@@ -56,7 +56,7 @@ function resultRecord(result: PolicyResult): PolicyResultRecord {
 }
 
 /** The side effects a policy evaluation asks for, carried into the decide's transaction. */
-function policyEffects(policies: TenantPolicies, evaluation: PolicyEvaluation, score: number): PolicyEffects {
+function policyEffects(policies: TenantPolicies, evaluation: PolicyEvaluation): PolicyEffects {
   const describe = (result: PolicyResult) => {
     const entry = policies.byId.get(result.policyId);
     const rule = entry?.compiled.rules[result.matchedRule];
@@ -79,12 +79,12 @@ function policyEffects(policies: TenantPolicies, evaluation: PolicyEvaluation, s
   return {
     triggered,
     decidedBy: evaluation.decidedBy?.policyId,
-    shadowResults: evaluation.shadowResults.map((result) => {
+    shadowResults: evaluation.shadowResults.map((result, index) => {
       const { name, rule } = describe(result);
       return {
         policyId: result.policyId,
         policyName: name,
-        decision: rule ? decisionOf(rule.action) : decideFromScore(score),
+        decision: evaluation.shadowDecisions[index] ?? evaluation.decision,
         matchedRules: rule ? [rule.index] : [],
       };
     }),
@@ -264,7 +264,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
         decision: stored,
         evidence,
         history: { ...entities, country: signals.geo.country, ...historyPayment(request), allowed: verdict.decision === "allow" },
-        policy: policyEffects(policies, evaluation, result.score),
+        policy: policyEffects(policies, evaluation),
         openCase: caseForDecision({ ...stored, reasons: result.reasons }, evaluation.review),
         idempotency: idempotencyKey !== undefined ? { key: idempotencyKey, entry: { requestHash, response: toBinary(DecideResponseSchema, response) } } : undefined,
         now,

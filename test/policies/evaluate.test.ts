@@ -260,6 +260,20 @@ describe("bindings", () => {
   });
 });
 
+describe("what a shadow policy would have decided", () => {
+  it("is its action when it matches above the deciding policy, and the live decision otherwise", () => {
+    const vip = compile(policy([rule("userId == 'vip'", "allow")], { priority: 200 }));
+    const high = compile(policy([rule("score > 50", "challenge")], { priority: 300, status: "shadow" }));
+    const below = compile(policy([rule("score > 50", "challenge")], { priority: 100, status: "shadow" }));
+    const missing = compile(policy([rule("userId == 'nobody'", "deny")], { priority: 300, status: "shadow" }));
+    const evaluation = evaluatePolicies([vip, high, below, missing, defaultPolicy], context({ score: 93, userId: "vip" }));
+    expect(evaluation.decision).toBe("allow");
+    // In the order of shadowResults: high (matches above the vip rule), missing (no match), below (under it).
+    expect(evaluation.shadowResults.map((r) => r.policyId)).toEqual([high.id, missing.id, below.id]);
+    expect(evaluation.shadowDecisions).toEqual(["challenge", "allow", "allow"]);
+  });
+});
+
 describe("the evaluation budget", () => {
   /** A budget that runs out after `rules` checks, as a clock would after so much time. */
   const budgetOf = (rules: number) => {
