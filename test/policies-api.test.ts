@@ -262,6 +262,22 @@ describe("policies acting on decisions", () => {
   });
 });
 
+describe("a stored policy that no longer compiles", () => {
+  it("is skipped by decide and refused by its backtest with 409 naming the problem, never a 500", async () => {
+    const saved = await call<PolicyJson>("POST", "/api/v1/policies", { name: "Stale", status: "active", priority: 5, rules: [{ condition: "score > 95", action: "deny" }] });
+    expect(saved.status).toBe(201);
+    // As if saved by an earlier release, before nested loops were refused.
+    const nested = JSON.stringify([{ condition: "[1, 2].exists(a, [3, 4].exists(b, a < b))", action: "deny", description: "" }]);
+    server.app.db.prepare("UPDATE policies SET rules = ?, version = version + 1 WHERE id = ?").run(nested, saved.body.id);
+    // Any change through the API drops the account's cached policy set.
+    expect((await call<PolicyJson>("POST", "/api/v1/policies", { name: "Nudge", status: "disabled", rules: [{ condition: "false", action: "deny" }] })).status).toBe(201);
+    expect((await decide({ userId: "after_stale", action: "login" })).decision).toMatch(/^(allow|challenge|deny)$/);
+    const replay = await call<ErrorJson>("POST", `/api/v1/policies/${saved.body.id}/backtest`, {});
+    expect(replay.status).toBe(409);
+    expect(replay.body.error.message).toMatch(new RegExp(`^policy ${saved.body.id} no longer compiles and must be updated first: rule 0`));
+  });
+});
+
 describe("review rules", () => {
   it("challenge the end user and open a case whatever the score", async () => {
     await call<PolicyJson>("POST", "/api/v1/policies", { name: "Review big transfers", status: "active", priority: 200, actions: ["transfer"], rules: [{ condition: "amount > 5000", action: "review" }] });

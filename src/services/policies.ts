@@ -192,7 +192,14 @@ export function createPolicyService(deps: {
       if (request.id === DEFAULT_POLICY.id) return backtest(ctx, DEFAULT_POLICY, request.window);
       const stored = deps.policies.get(callerScope(ctx.values).tenant, request.id);
       if (!stored) throw notFound(request.id);
-      return backtest(ctx, definitionOf(stored), request.window);
+      const candidate = definitionOf(stored);
+      // Saved when it compiled; a later release can refuse what an earlier one took (a new limit). Not the
+      // caller's request at fault: the stored policy needs an update before it can be replayed.
+      const compiled = compilePolicy(candidate);
+      if (!compiled.ok) {
+        throw apiError("CONFLICT", `policy ${stored.id} no longer compiles and must be updated first: ${compiled.errors.map(formatCompileError).join("; ")}`);
+      }
+      return backtest(ctx, candidate, request.window);
     },
     async backtestDraftPolicy(request, ctx) {
       const now = deps.clock.now();
