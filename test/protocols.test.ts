@@ -99,10 +99,12 @@ describe("one port, four protocols", () => {
           call.write(create(requestSchema, { messageRequest: { case: "fileContainingSymbol", value: "fraud.v1.DecisionService" } }));
           call.write(create(requestSchema, { messageRequest: { case: "fileContainingSymbol", value: "fraud.v1.DecisionService.Decide" } }));
           call.write(create(requestSchema, { messageRequest: { case: "fileContainingSymbol", value: "fraud.v1.NoSuchThing" } }));
+          // Only in error details: served so that clients can decode a failure's detail.
+          call.write(create(requestSchema, { messageRequest: { case: "fileContainingSymbol", value: "fraud.v1.ErrorDetail" } }));
           call.end();
         });
-        expect(responses).toHaveLength(4);
-        const [list, file, method, missing] = responses;
+        expect(responses).toHaveLength(5);
+        const [list, file, method, missing, errorDetail] = responses;
         expect(list?.messageResponse.case).toBe("listServicesResponse");
         const names = list?.messageResponse.case === "listServicesResponse" ? list.messageResponse.value.service.map((s) => s.name) : [];
         expect(names).toEqual(expect.arrayContaining(["fraud.v1.DecisionService", "fraud.v1.StatusService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"]));
@@ -114,6 +116,8 @@ describe("one port, four protocols", () => {
           expect(fileNames).toEqual(expect.arrayContaining(["fraud/v1/options.proto", "google/protobuf/struct.proto"]));
         }
         expect(missing?.messageResponse.case).toBe("errorResponse");
+        const errorFiles = errorDetail?.messageResponse.case === "fileDescriptorResponse" ? errorDetail.messageResponse.value.fileDescriptorProto : [];
+        expect(errorFiles.map((bytes) => fromBinary(FileDescriptorProtoSchema, bytes).name)[0]).toBe("fraud/v1/errors.proto");
       } finally {
         client.close();
       }

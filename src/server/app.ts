@@ -12,6 +12,7 @@ import { AuditService } from "../../gen/fraud/v1/audit_pb.js";
 import { DeadLetterService } from "../../gen/fraud/v1/dead_letter_pb.js";
 import { Health } from "../../gen/health/v1/health_pb.js";
 import { file_fraud_v1_value_sets } from "../../gen/fraud/v1/value_sets_pb.js";
+import { file_fraud_v1_errors } from "../../gen/fraud/v1/errors_pb.js";
 import { ServerReflection } from "../../gen/grpc/reflection/v1/reflection_pb.js";
 import { ServerReflection as ServerReflectionV1Alpha } from "../../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import { API_SERVICES, JSON_WRITE_OPTIONS } from "../api/contract.js";
@@ -236,8 +237,10 @@ export function buildApp(options: AppOptions): App {
   serve(AuditService, createAuditService({ store: auditStore }));
   serve(StatusService, createStatusService({ metrics, health, clock }));
   registerHealth(router, health, API_SERVICES);
-  // The value sets are referenced by name from field options, not imported: serve them explicitly.
-  registerReflection(router, [...API_SERVICES, Health, ServerReflection, ServerReflectionV1Alpha], [file_fraud_v1_value_sets]);
+  // The value sets are referenced by name from field options, and ErrorDetail travels only in error details
+  // (grpc-status-details-bin), not in any method's messages: serve both files explicitly, so that grpcurl and
+  // buf curl can decode a failure's detail.
+  registerReflection(router, [...API_SERVICES, Health, ServerReflection, ServerReflectionV1Alpha], [file_fraud_v1_value_sets, file_fraud_v1_errors]);
 
   const invoker = new UnaryInvoker(services, interceptors);
   const gateway = new RestGateway(invoker, { maxBodyBytes: config.maxBodyBytes, jsonOptions: JSON_WRITE_OPTIONS });
