@@ -97,6 +97,14 @@ describe("fraudctl against a running server", () => {
     expect(await listCases(key)).not.toBe(403);
     const policies = await fetch(`${server.url}/api/v1/policies`, { headers: { "x-api-key": key } });
     expect(policies.status).toBe(403);
+    // A key that may do nothing is refused, not made.
+    const none = await runFraudctl(["keys", "create", "--account", account.account.id, "--env", "live", "--type", "secret", "--permissions", " , "], env);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toMatch(/--permissions must name at least one of: decisions:write/);
+    // Listed with what each key may do: a publishable key's fixed set, not "all".
+    const listed = JSON.parse((await runFraudctl(["keys", "list", "--account", account.account.id, "--json"], env)).stdout) as { keys: Array<{ kind: string; permissions: string[] | "all" }> };
+    expect(listed.keys.filter((k) => k.kind === "publishable").map((k) => k.permissions)).toEqual([["decisions:write"], ["decisions:write"]]);
+    expect(listed.keys.some((k) => k.kind === "secret" && k.permissions === "all")).toBe(true);
   });
 
   it("lists accounts with their times in ISO 8601, as keys list does", async () => {
@@ -108,10 +116,20 @@ describe("fraudctl against a running server", () => {
     expect(text.stdout).toContain(`${account.account.id}  `);
   });
 
-  it("names an unknown account instead of listing no keys for it", async () => {
+  it("names an unknown account instead of listing no keys for it, or acting on nothing", async () => {
     const result = await runFraudctl(["keys", "list", "--account", "acct_nope"], env);
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(/no account acct_nope/);
+    for (const args of [
+      ["dlq", "list", "--account", "acct_nope", "--env", "live"],
+      ["consortium", "show", "--account", "acct_nope", "--env", "live"],
+      ["consortium", "set", "--account", "acct_nope", "--env", "live", "--key", "k".repeat(40)],
+      ["keys", "create", "--account", "acct_nope", "--env", "live", "--type", "secret"],
+    ]) {
+      const refused = await runFraudctl(args, env);
+      expect(refused.code, args.join(" ")).toBe(2);
+      expect(refused.stderr, args.join(" ")).toMatch(/no account acct_nope/);
+    }
   });
 
   it("explains its usage on a wrong command", async () => {

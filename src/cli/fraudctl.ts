@@ -8,7 +8,7 @@ import { AuditLog } from "../audit/log.js";
 import { AuditSigner, importPublicKeyPem, publicKeyFingerprint } from "../audit/signer.js";
 import { verifyChain } from "../audit/verify.js";
 import { KeyError, KeyService } from "../auth/key-service.js";
-import { ALL_PERMISSIONS, isPermission, type KeyKind, type Permission } from "../auth/keys.js";
+import { ALL_PERMISSIONS, PUBLISHABLE_PERMISSIONS, isPermission, type KeyKind, type Permission } from "../auth/keys.js";
 import { systemClock, type Clock } from "../clock.js";
 import { loadConfig } from "../config.js";
 import { keyHint, silentLogger } from "../log.js";
@@ -65,9 +65,11 @@ Environment: FRAUD_DATA_DIR (default ./data), PORT (8080), HOST (0.0.0.0).
 class UsageError extends Error {}
 
 /** The account and environment a command works on, from --account and --env. */
-function tenantOption(command: string, values: { account?: string | undefined; env?: string | undefined }): Tenant {
+/** --account and --env, naming an account that exists (a typo must not act on, or list, nothing in silence). */
+function tenantOption(command: string, values: { account?: string | undefined; env?: string | undefined }, accounts: AccountRepository): Tenant {
   if (!values.account) throw new UsageError(`${command} needs --account`);
   if (values.env !== "test" && values.env !== "live") throw new UsageError("--env must be test or live");
+  if (!accounts.get(values.account)) throw new UsageError(`no account ${values.account}`);
   return { accountId: values.account, environment: values.env };
 }
 
@@ -102,13 +104,13 @@ export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv =
         case "accounts":
           return accountsCommand(command.action, rest, accounts, keys, io);
         case "keys":
-          return keysCommand(command.action, rest, keys, io);
+          return keysCommand(command.action, rest, keys, accounts, io);
         case "audit":
           return auditCommand(command.action, rest, auditStore, signer, io);
         case "dlq":
-          return dlqCommand(command.action, rest, db, clock, io);
+          return dlqCommand(command.action, rest, db, accounts, clock, io);
         case "consortium":
-          return consortiumCommand(command.action, rest, new ConsortiumRepository(db), audit, clock, config.webhookAllowPrivate, cliActor(env), io);
+          return consortiumCommand(command.action, rest, new ConsortiumRepository(db), accounts, audit, clock, config.webhookAllowPrivate, cliActor(env), io);
       }
     } finally {
       db.close();
@@ -209,7 +211,7 @@ function accountsCommand(action: Action<"accounts">, args: string[], accounts: A
   return handled(action);
 }
 
-function keysCommand(action: Action<"keys">, args: string[], keys: KeyService, io: CliIo): number {
+function keysCommand(action: Action<"keys">, args: string[], keys: KeyService, accounts: AccountRepository, io: CliIo): number {
   if (action === "list") {
     const { values } = parseArgs({ args, options: { account: { type: "string" }, json: { type: "boolean" } }, strict: true });
     const list = keys.list(values.account).map(describeKey);
@@ -230,11 +232,13 @@ function keysCommand(action: Action<"keys">, args: string[], keys: KeyService, i
       },
       strict: true,
     });
-    const { accountId, environment } = tenantOption("keys create", values);
+    const { accountId, environment } = tenantOption("keys create", values, accounts);
     if (values.type !== "publishable" && values.type !== "secret") throw new UsageError("--type must be publishable or secret");
     let permissions: Permission[] | undefined;
     if (values.permissions !== undefined) {
       const requested = values.permissions.split(",").map((p) => p.trim()).filter(Boolean);
+      // A key that may do nothing is a mistake, not a request: leave --permissions out for all of them.
+      if (requested.length === 0) throw new UsageError(`--permissions must name at least one of: ${ALL_PERMISSIONS.join(", ")}`);
       const unknown = requested.filter((p) => !isPermission(p));
       if (unknown.length > 0) throw new UsageError(`unknown permissions: ${unknown.join(", ")} (known: ${ALL_PERMISSIONS.join(", ")})`);
       permissions = requested as Permission[];
@@ -307,7 +311,7 @@ function auditCommand(action: Action<"audit">, args: string[], store: SqliteAudi
   return handled(action);
 }
 
-function dlqCommand(action: Action<"dlq">, args: string[], db: Db, clock: Clock, io: CliIo): number {
+function dlqCommand(action: Action<"dlq">, args: string[], db: Db, accounts: AccountRepository, clock: Clock, io: CliIo): number {
   const { values, positionals } = parseArgs({
     args,
     options: {
@@ -320,7 +324,7 @@ function dlqCommand(action: Action<"dlq">, args: string[], db: Db, clock: Clock,
     allowPositionals: true,
     strict: true,
   });
-  const tenant = tenantOption(`dlq ${action ?? ""}`.trim(), values);
+  const tenant = tenantOption(`dlq ${action ?? ""}`.trim(), values, accounts);
   // The CLI only reads and re-queues rows: the server's runner carries the replayed tasks out.
   const outbox = new Outbox(db, clock, silentLogger);
   if (action === "list") {
@@ -357,6 +361,7 @@ function consortiumCommand(
   action: Action<"consortium">,
   args: string[],
   repository: ConsortiumRepository,
+  accounts: AccountRepository,
   audit: AuditLog,
   clock: Clock,
   allowPrivate: boolean,
@@ -375,7 +380,7 @@ function consortiumCommand(
     },
     strict: true,
   });
-  const tenant = tenantOption(`consortium ${action ?? ""}`.trim(), values);
+  const tenant = tenantOption(`consortium ${action ?? ""}`.trim(), values, accounts);
   const membership = new ConsortiumMembership(repository, audit, clock);
   if (action === "set") {
     const input = { key: values.key ?? "", shareUrl: values.url ?? "", shareToken: values.token ?? "" };
@@ -429,7 +434,8 @@ function describeKey(record: ApiKeyRecord) {
     environment: record.environment,
     kind: record.kind,
     key: keyHint(record.last4),
-    permissions: record.permissions ?? "all",
+    // What the key may do: publishable keys hold a fixed set, secret keys without a list hold every permission.
+    permissions: record.kind === "publishable" ? PUBLISHABLE_PERMISSIONS : (record.permissions ?? "all"),
     name: record.name,
     status,
     createdAt: new Date(record.createdAt).toISOString(),
