@@ -32,8 +32,18 @@ export interface ListMatcher {
 /** Names must be CEL identifiers so `lists.<name>` parses. */
 const LIST_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 
+/**
+ * Identifiers a rule cannot write after `lists.`: CEL's reserved words and
+ * literals, and the specification's AND, OR and NOT, which conditions turn
+ * into operators (keywords.ts). A list with such a name could never be used.
+ */
+const UNUSABLE_NAMES: ReadonlySet<string> = new Set([
+  "as", "break", "const", "continue", "else", "false", "for", "function", "if", "import", "in", "let", "loop",
+  "package", "namespace", "null", "return", "true", "var", "void", "while", "AND", "OR", "NOT",
+]);
+
 export function isValidListName(name: string): boolean {
-  return LIST_NAME.test(name);
+  return LIST_NAME.test(name) && !UNUSABLE_NAMES.has(name);
 }
 
 /**

@@ -30,9 +30,8 @@ function toNamedList(list: StoredList): MessageInitShape<typeof NamedListSchema>
 
 function checkName(name: string): void {
   if (!isValidListName(name)) {
-    throw apiError("VALIDATION_ERROR", `list name "${name}" must be letters, digits and _, not starting with a digit, at most 64 characters`, {
-      fieldViolations: [{ field: "name", description: "must be letters, digits and _, not starting with a digit" }],
-    });
+    const rule = "must be letters, digits and _, not starting with a digit, at most 64 characters, and not a word rules reserve (null, true, in, AND, ...)";
+    throw apiError("VALIDATION_ERROR", `list name "${name}" ${rule}`, { fieldViolations: [{ field: "name", description: rule }] });
   }
 }
 

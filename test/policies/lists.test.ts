@@ -158,5 +158,8 @@ describe("ListSnapshot", () => {
     expect(normalizeListEntry("device", "vis_AbC")).toBe("vis_AbC");
     expect(isValidListName("blocked_ips")).toBe(true);
     expect(isValidListName("1st")).toBe(false);
+    // Names a rule could never write after `lists.`.
+    for (const name of ["null", "in", "true", "AND", "NOT"]) expect(isValidListName(name), name).toBe(false);
+    expect(isValidListName("android")).toBe(true);
   });
 });
