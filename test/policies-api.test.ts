@@ -4,6 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { WebhookEvent } from "../src/webhooks/events.js";
 import { ManualClock } from "./helpers/clock.js";
 import { HUMAN_DESKTOP, UK_IP, botAttack } from "./helpers/inputs.js";
+import { MAX_POLICIES } from "../src/services/policies.js";
+import { MAX_LIST_ENTRIES, MAX_LISTS } from "../src/services/lists.js";
 import { startTestServer, tempDir, type TestServer } from "./helpers/server.js";
 
 const TOR_EXIT = "185.220.101.45";
@@ -260,6 +262,29 @@ describe("policies acting on decisions", () => {
     expect(backwards.status).toBe(400);
     expect((await call<ErrorJson>("POST", "/api/v1/policies/pol_nope/backtest", {})).status).toBe(404);
   });
+});
+
+describe("limits on what an account holds", () => {
+  it("refuses a policy, a list or list entries past their limits with 409, keeping nothing of the refused call", async () => {
+    const owner = server.createAccount("Hoarder").keys.live.secret;
+    const as = <T>(method: string, path: string, body?: unknown) => call<T>(method, path, body, owner);
+    for (let i = 0; i < MAX_POLICIES; i++) {
+      expect((await as<PolicyJson>("POST", "/api/v1/policies", { name: `p${i}`, status: "disabled", rules: [{ condition: "false", action: "deny" }] })).status).toBe(201);
+    }
+    const policy = await as<ErrorJson>("POST", "/api/v1/policies", { name: "one too many", rules: [{ condition: "false", action: "deny" }] });
+    expect(policy).toMatchObject({ status: 409, body: { error: { code: "CONFLICT", message: expect.stringMatching(/already hold 200 policies/) } } });
+
+    for (let i = 0; i < MAX_LISTS; i++) expect((await as("PUT", `/api/v1/lists/l${i}`, { kind: "ip", type: "deny" })).status).toBe(200);
+    expect((await as<ErrorJson>("PUT", "/api/v1/lists/one_too_many", { kind: "ip", type: "deny" })).status).toBe(409);
+    // Changing a list it already holds is still fine.
+    expect((await as("PUT", "/api/v1/lists/l0", { kind: "ip", type: "allow" })).status).toBe(200);
+
+    const batch = (from: number, count: number) => ({ entries: Array.from({ length: count }, (_, i) => ({ value: `10.${Math.floor((from + i) / 65_536)}.${Math.floor((from + i) / 256) % 256}.${(from + i) % 256}` })) });
+    for (let from = 0; from < MAX_LIST_ENTRIES; from += 10_000) expect((await as("POST", "/api/v1/lists/l1/entries", batch(from, 10_000))).status).toBe(200);
+    const over = await as<ErrorJson>("POST", "/api/v1/lists/l1/entries", batch(MAX_LIST_ENTRIES, 2));
+    expect(over).toMatchObject({ status: 409, body: { error: { message: expect.stringMatching(/would hold 100002 entries, more than the 100000 allowed; nothing was added/) } } });
+    expect((await as<{ data: { list: { entryCount: number } } }>("GET", "/api/v1/lists/l1")).body.data.list.entryCount).toBe(MAX_LIST_ENTRIES);
+  }, 60_000);
 });
 
 describe("a stored policy that no longer compiles", () => {

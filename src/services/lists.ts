@@ -14,6 +14,13 @@ import type { AuditTrail } from "../audit/log.js";
 import { callerScope } from "./scope.js";
 
 const DEFAULT_PAGE = 100;
+/** Lists one account and environment may hold. */
+export const MAX_LISTS = 100;
+/**
+ * Live entries one list may hold: the account's lists are rebuilt on the
+ * request thread after each change (100,000 entries take about 0.1 s).
+ */
+export const MAX_LIST_ENTRIES = 100_000;
 
 function toNamedList(list: StoredList): MessageInitShape<typeof NamedListSchema> {
   return {
@@ -55,13 +62,22 @@ export function createListService(deps: {
   };
 
   const put = deps.db.transaction((tenant: Tenant, list: Pick<StoredList, "name" | "kind" | "type" | "description" | "automatic">, actor: AuditActor) => {
-    deps.lists.put(tenant, list, deps.clock.now());
+    const now = deps.clock.now();
+    if (!deps.lists.get(tenant, list.name, now) && deps.lists.list(tenant, now).length >= MAX_LISTS) {
+      throw apiError("CONFLICT", `this account and environment already hold ${MAX_LISTS} lists, the most allowed; delete one first`);
+    }
+    deps.lists.put(tenant, list, now);
     changed(tenant, "list.updated", list.name, { kind: list.kind, type: list.type, automatic: list.automatic }, actor);
   });
   const add = deps.db.transaction((tenant: Tenant, name: string, entries: Array<{ value: string; expiresAt: number | undefined }>, actor: AuditActor) => {
     const now = deps.clock.now();
     let added = 0;
     for (const entry of entries) if (deps.lists.putEntry(tenant, name, entry, now)) added++;
+    // Past the limit the whole call rolls back: nothing of it is kept.
+    const held = deps.lists.get(tenant, name, now)?.entryCount ?? 0;
+    if (held > MAX_LIST_ENTRIES) {
+      throw apiError("CONFLICT", `list ${name} would hold ${held} entries, more than the ${MAX_LIST_ENTRIES} allowed; nothing was added`);
+    }
     deps.lists.touch(tenant, name, now);
     changed(tenant, "list.entries_added", name, { added, updated: entries.length - added }, actor);
     return added;

@@ -21,6 +21,11 @@ const DAY_MS = 86_400_000;
 const DEFAULT_BACKTEST_DAYS = 7;
 const MAX_BACKTEST_DECISIONS = 100_000;
 const DEFAULT_EXAMPLES = 5;
+/**
+ * Policies one account and environment may hold: every decision evaluates
+ * them, and a change recompiles them all on the request thread.
+ */
+export const MAX_POLICIES = 200;
 
 /** The API shape of a policy; the built-in one has no stored timestamps. */
 function toPolicy(policy: Omit<StoredPolicy, "status" | "createdAt" | "updatedAt"> & { status: string; createdAt?: number; updatedAt?: number }, builtIn = false): MessageInitShape<typeof PolicySchema> {
@@ -99,6 +104,10 @@ export function createPolicyService(deps: {
 
   // Each change and its signed audit entry commit together.
   const write = deps.db.transaction((tenant: Tenant, policy: StoredPolicy, isNew: boolean, actor: AuditActor) => {
+    // Counted inside the write's transaction, so two creations at once cannot both pass.
+    if (isNew && deps.policies.list(tenant).length >= MAX_POLICIES) {
+      throw apiError("CONFLICT", `this account and environment already hold ${MAX_POLICIES} policies, the most allowed; delete one first`);
+    }
     deps.policies.save(tenant, policy, isNew);
     deps.audit.record({
       ...tenant,
