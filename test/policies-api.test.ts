@@ -264,6 +264,25 @@ describe("policies acting on decisions", () => {
   });
 });
 
+describe("lists saved by an earlier release", () => {
+  it("stay usable: a range stored as typed is removed by any spelling, a list named by a now-reserved word still answers", async () => {
+    const { account, keys } = server.createAccount("Old lists");
+    const as = <T>(method: string, path: string, body?: unknown) => call<T>(method, path, body, keys.live.secret);
+    expect((await as("PUT", "/api/v1/lists/ranges", { kind: "ip", type: "deny" })).status).toBe(200);
+    // As an earlier release stored them: as typed, and a list named null.
+    const now = clock.now();
+    server.app.db.prepare("INSERT INTO list_entries VALUES (?, 'live', 'ranges', '10.1.2.3/16', NULL, ?)").run(account.id, now);
+    server.app.db.prepare("INSERT INTO lists VALUES (?, 'live', 'null', 'user', 'deny', '', 0, ?, ?)").run(account.id, now, now);
+    const removed = await as<{ data: { removed: number } }>("POST", "/api/v1/lists/ranges/remove", { values: ["::ffff:10.1.0.0/112"] });
+    expect(removed).toMatchObject({ status: 200, body: { data: { removed: 1 } } });
+    expect((await as<{ data: { list: { entryCount: number } } }>("GET", "/api/v1/lists/ranges")).body.data.list.entryCount).toBe(0);
+    expect((await as("GET", "/api/v1/lists/null")).status).toBe(200);
+    expect((await as("DELETE", "/api/v1/lists/null")).status).toBe(204);
+    // A new one cannot take such a name.
+    expect((await as<ErrorJson>("PUT", "/api/v1/lists/null", { kind: "user", type: "deny" })).status).toBe(400);
+  });
+});
+
 describe("limits on what an account holds", () => {
   it("refuses a policy, a list or list entries past their limits with 409, keeping nothing of the refused call", async () => {
     const owner = server.createAccount("Hoarder").keys.live.secret;

@@ -42,7 +42,13 @@ const UNUSABLE_NAMES: ReadonlySet<string> = new Set([
   "package", "namespace", "null", "return", "true", "var", "void", "while", "AND", "OR", "NOT",
 ]);
 
+/** Whether `name` is a list name at all (lists saved before the reserved words were refused included). */
 export function isValidListName(name: string): boolean {
+  return LIST_NAME.test(name);
+}
+
+/** Whether a new list may take `name`: a list name a rule can also write after `lists.`. */
+export function isUsableNewListName(name: string): boolean {
   return LIST_NAME.test(name) && !UNUSABLE_NAMES.has(name);
 }
 

@@ -5,7 +5,8 @@ import type { ListService, NamedListSchema } from "../../gen/fraud/v1/list_pb.js
 import { apiError } from "../api/errors.js";
 import type { Clock } from "../clock.js";
 import type { PolicySets } from "../decisions/policy-set.js";
-import { isValidListName, normalizeListEntry, type ListKind } from "../policies/index.js";
+import { canonicalCidr } from "../engine/ip.js";
+import { isUsableNewListName, isValidListName, normalizeListEntry, type ListKind } from "../policies/index.js";
 import type { Db } from "../store/database.js";
 import type { ListRepository, StoredList } from "../store/lists.js";
 import type { Tenant } from "../store/tenant.js";
@@ -37,7 +38,16 @@ function toNamedList(list: StoredList): MessageInitShape<typeof NamedListSchema>
 
 function checkName(name: string): void {
   if (!isValidListName(name)) {
-    const rule = "must be letters, digits and _, not starting with a digit, at most 64 characters, and not a word rules reserve (null, true, in, AND, ...)";
+    const rule = "must be letters, digits and _, not starting with a digit, at most 64 characters";
+    throw apiError("VALIDATION_ERROR", `list name "${name}" ${rule}`, { fieldViolations: [{ field: "name", description: rule }] });
+  }
+}
+
+/** A new list's name must also be one a rule can write after `lists.` (lists saved before stay usable through the API). */
+function checkNewName(name: string): void {
+  checkName(name);
+  if (!isUsableNewListName(name)) {
+    const rule = "is a word rules reserve (null, true, in, AND, OR, NOT, ...): no rule could name the list";
     throw apiError("VALIDATION_ERROR", `list name "${name}" ${rule}`, { fieldViolations: [{ field: "name", description: rule }] });
   }
 }
@@ -82,9 +92,18 @@ export function createListService(deps: {
     changed(tenant, "list.entries_added", name, { added, updated: entries.length - added }, actor);
     return added;
   });
-  const removeEntries = deps.db.transaction((tenant: Tenant, name: string, values: string[], actor: AuditActor) => {
+  const removeEntries = deps.db.transaction((tenant: Tenant, list: StoredList, values: string[], actor: AuditActor) => {
+    const { name } = list;
     let removed = 0;
-    for (const value of values) if (deps.lists.removeEntry(tenant, name, value)) removed++;
+    // Ranges saved before they were stored in canonical form keep the spelling they came in (10.1.2.3/16):
+    // any spelling of the range removes them too.
+    const oldSpellings = list.kind === "ip" && values.some((value) => value.includes("/")) ? deps.lists.ranges(tenant, name) : [];
+    for (const value of values) {
+      if (deps.lists.removeEntry(tenant, name, value)) removed++;
+      for (const stored of oldSpellings) {
+        if (stored !== value && canonicalCidr(stored) === value && deps.lists.removeEntry(tenant, name, stored)) removed++;
+      }
+    }
     deps.lists.touch(tenant, name, deps.clock.now());
     changed(tenant, "list.entries_removed", name, { removed }, actor);
     return removed;
@@ -124,6 +143,7 @@ export function createListService(deps: {
       const { tenant, actor } = callerScope(ctx.values);
       checkName(request.name);
       const current = deps.lists.get(tenant, request.name, deps.clock.now());
+      if (!current) checkNewName(request.name);
       if (current && current.kind !== request.kind) {
         throw apiError("CONFLICT", `list ${request.name} holds ${current.kind} entries; its kind cannot change to ${request.kind}`);
       }
@@ -154,7 +174,7 @@ export function createListService(deps: {
       const { tenant, actor } = callerScope(ctx.values);
       const list = existing(tenant, request.name);
       const values = normalize(list.kind, request.values, (i) => `values[${i}]`);
-      const removed = removeEntries.immediate(tenant, list.name, values, actor);
+      const removed = removeEntries.immediate(tenant, list, values, actor);
       deps.sets.invalidate(tenant);
       return { removed };
     },

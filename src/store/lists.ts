@@ -55,6 +55,7 @@ export class ListRepository {
   private readonly findEntryStmt;
   private readonly putEntryStmt;
   private readonly removeEntryStmt;
+  private readonly rangesStmt;
   private readonly pruneStmt;
 
   constructor(db: Db) {
@@ -97,6 +98,9 @@ export class ListRepository {
       "DELETE FROM list_entries WHERE account_id = ? AND environment = ? AND list_name = ? AND value = ?",
     );
     this.pruneStmt = db.prepare<[number]>("DELETE FROM list_entries WHERE expires_at IS NOT NULL AND expires_at <= ?");
+    this.rangesStmt = db.prepare<[string, string, string], { value: string }>(
+      "SELECT value FROM list_entries WHERE account_id = ? AND environment = ? AND list_name = ? AND value LIKE '%/%'",
+    );
   }
 
   list(tenant: Tenant, now: number): StoredList[] {
@@ -143,6 +147,11 @@ export class ListRepository {
 
   removeEntry(tenant: Tenant, name: string, value: string): boolean {
     return this.removeEntryStmt.run(tenant.accountId, tenant.environment, name, value).changes === 1;
+  }
+
+  /** The list's CIDR ranges as stored (entries holding a "/"). */
+  ranges(tenant: Tenant, name: string): string[] {
+    return this.rangesStmt.all(tenant.accountId, tenant.environment, name).map((row) => row.value);
   }
 
   touch(tenant: Tenant, name: string, now: number): void {

@@ -4,6 +4,7 @@ import {
   compilePolicyUncached,
   evaluatePolicies,
   isValidListName,
+  isUsableNewListName,
   normalizeListEntry,
 } from "../../src/policies/index.js";
 import type { CompiledPolicy, ListMatcher } from "../../src/policies/index.js";
@@ -158,8 +159,11 @@ describe("ListSnapshot", () => {
     expect(normalizeListEntry("device", "vis_AbC")).toBe("vis_AbC");
     expect(isValidListName("blocked_ips")).toBe(true);
     expect(isValidListName("1st")).toBe(false);
-    // Names a rule could never write after `lists.`.
-    for (const name of ["null", "in", "true", "AND", "NOT"]) expect(isValidListName(name), name).toBe(false);
-    expect(isValidListName("android")).toBe(true);
+    // Names a rule could never write after `lists.`: no new list takes them (older ones stay lists).
+    for (const name of ["null", "in", "true", "AND", "NOT"]) {
+      expect(isUsableNewListName(name), name).toBe(false);
+      expect(isValidListName(name), name).toBe(true);
+    }
+    expect(isUsableNewListName("android")).toBe(true);
   });
 });
