@@ -293,13 +293,18 @@ describe("a challenge the user passed", () => {
     const home = { userId: "globetrotter", action: "login", ...HUMAN_DESKTOP, ip: "81.2.69.160", deviceId: "dev-home" };
     expect((await decide(key, home)).decision).toBe("allow");
     clock.advance(2 * DAY);
-    const abroad = { ...home, ip: "1.128.0.1", deviceId: "dev-hotel" };
+    const abroad = { ...home, action: "purchase", amount: 50, currency: "EUR", ip: "1.128.0.1", deviceId: "dev-hotel" };
     const challenged = await decide(key, abroad);
     expect(challenged.decision).toBe("challenge");
     // Not passed yet: still new.
     expect((await decide(key, abroad)).decision).toBe("challenge");
     const labelled = await feedback(key, { decisionId: challenged.decisionId, actualOutcome: "legitimate" });
     expect(labelled.status).toBe(200);
+    // Relabelled fraud, then legitimate again: it taught the profile once (its payment counted once).
+    expect((await feedback(key, { decisionId: challenged.decisionId, actualOutcome: "fraud" })).status).toBe(200);
+    expect((await feedback(key, { decisionId: challenged.decisionId, actualOutcome: "legitimate" })).status).toBe(200);
+    const profile = server.app.db.prepare("SELECT amounts FROM user_profiles WHERE account_id = ? AND user_id = ?").get(traveller.account.id, "globetrotter") as { amounts: string };
+    expect(JSON.parse(profile.amounts)).toEqual({ EUR: { count: 1, max: 50, mean: 50 } });
     const after = await decide(key, abroad);
     expect(after.decision).toBe("allow");
   });

@@ -17,6 +17,9 @@ export function isFraudOutcome(outcome: ActualOutcome): boolean {
   return outcome === "fraud" || outcome === "chargeback" || outcome === "abuse";
 }
 
+/** The other labels: the decision's request was the user's own. */
+export const NOT_FRAUD_OUTCOMES: readonly ActualOutcome[] = ["legitimate", "valid"];
+
 /** Half the L1 distance: the weight that moved from some categories to others. */
 export function totalShift(from: Record<Category, number>, to: Record<Category, number>): number {
   let sum = 0;

@@ -23,7 +23,7 @@ import type { ListRepository } from "../store/lists.js";
 import type { Tenant } from "../store/tenant.js";
 import type { WeightsRepository } from "../store/weights.js";
 import type { ActualOutcome, Decision } from "../webhooks/events.js";
-import { adjustWeights, isFraudOutcome, totalShift, weightChanges } from "./learning.js";
+import { NOT_FRAUD_OUTCOMES, adjustWeights, isFraudOutcome, totalShift, weightChanges } from "./learning.js";
 
 /** Optimistic-locking attempts of the weight update (spec part 8). */
 export const WEIGHT_UPDATE_ATTEMPTS = 3;
@@ -138,8 +138,9 @@ export class FeedbackProcessor {
           };
           const listed = fraud ? this.addToAutomaticLists(tenant, entities, now) : [];
           // Only allowed decisions teach the user's profile as they are made (store/history.ts). One the user
-          // proves legitimate afterwards (a challenge passed) teaches it now, once however often it is relabelled.
-          if (!fraud && decision.decision !== "allow" && !(previous && !isFraudOutcome(previous.actualOutcome))) {
+          // proves legitimate afterwards (a challenge passed) teaches it now: once, whatever labels came between.
+          // A later fraud label does not take the lesson back: the profile keeps no record of what taught it.
+          if (!fraud && decision.decision !== "allow" && !feedback.everLabelled(tenant, decision.id, NOT_FRAUD_OUTCOMES)) {
             this.deps.history.learn(tenant, lessonOf(decision.userId, evidence), decision.createdAt);
           }
           feedback.insert(tenant, {

@@ -31,6 +31,7 @@ interface FeedbackRow {
 export class FeedbackRepository {
   private readonly insertStmt;
   private readonly latestStmt;
+  private readonly labelledWithStmt;
 
   constructor(db: Db) {
     this.insertStmt = db.prepare(
@@ -40,6 +41,14 @@ export class FeedbackRepository {
     this.latestStmt = db.prepare<[string, string, string], FeedbackRow>(
       "SELECT * FROM feedback WHERE account_id = ? AND environment = ? AND decision_id = ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
     );
+    this.labelledWithStmt = db.prepare<[string, string, string, string], { one: number }>(
+      "SELECT 1 AS one FROM feedback WHERE account_id = ? AND environment = ? AND decision_id = ? AND actual_outcome IN (SELECT value FROM json_each(?)) LIMIT 1",
+    );
+  }
+
+  /** Whether the decision was ever labelled with one of these outcomes (its history, not only its current label). */
+  everLabelled(tenant: Tenant, decisionId: string, outcomes: readonly string[]): boolean {
+    return this.labelledWithStmt.get(tenant.accountId, tenant.environment, decisionId, JSON.stringify(outcomes)) !== undefined;
   }
 
   insert(tenant: Tenant, feedback: StoredFeedback): void {
