@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CATEGORIES, DEFAULT_WEIGHTS, MAX_WEIGHT, MIN_WEIGHT, validateWeights, type Category } from "../src/engine/index.js";
 import { MAX_SHIFT, adjustWeights, projectOntoBounds, totalShift } from "../src/feedback/learning.js";
+import { MAX_LIST_ENTRIES } from "../src/policies/index.js";
 import type { WebhookEvent } from "../src/webhooks/events.js";
 import { ManualClock } from "./helpers/clock.js";
 import { HUMAN_DESKTOP } from "./helpers/inputs.js";
@@ -396,4 +397,18 @@ describe("the fraud graph", () => {
     expect(again.reasons).toContain("DENYLISTED");
     expect(again.decision).toBe("deny");
   });
+
+  it("adds nothing to an automatic list that is full, and applies the label all the same", async () => {
+    const shop = server.createAccount("Full shop");
+    const key = shop.keys.live.secret;
+    expect((await call(key, "PUT", "/api/v1/lists/auto_full", { kind: "device", type: "deny", automatic: true })).status).toBe(200);
+    for (let from = 0; from < MAX_LIST_ENTRIES; from += 5_000) {
+      const entries = Array.from({ length: 5_000 }, (_, i) => ({ value: `dev_filler_${from + i}` }));
+      expect((await call(key, "POST", "/api/v1/lists/auto_full/entries", { entries })).status).toBe(200);
+    }
+    const made = await decide(key, { userId: "mallory_full", action: "signup", deviceId: "dev_one_too_many", ip: "81.2.69.212", ...HUMAN_DESKTOP });
+    expect((await feedback(key, { decisionId: made.decisionId, actualOutcome: "fraud" })).status).toBe(200);
+    const held = server.app.db.prepare("SELECT COUNT(*) AS n FROM list_entries WHERE account_id = ? AND list_name = 'auto_full'").get(shop.account.id) as { n: number };
+    expect(held.n).toBe(MAX_LIST_ENTRIES);
+  }, 60_000);
 });

@@ -5,7 +5,7 @@ import type { WebhookEvent } from "../src/webhooks/events.js";
 import { ManualClock } from "./helpers/clock.js";
 import { HUMAN_DESKTOP, UK_IP, botAttack } from "./helpers/inputs.js";
 import { MAX_POLICIES } from "../src/services/policies.js";
-import { MAX_LIST_ENTRIES, MAX_LISTS } from "../src/services/lists.js";
+import { MAX_LIST_ENTRIES, MAX_LISTS } from "../src/policies/index.js";
 import { startTestServer, tempDir, type TestServer } from "./helpers/server.js";
 
 const TOR_EXIT = "185.220.101.45";

@@ -12,7 +12,7 @@ import type { EventPublisher } from "../events/publisher.js";
 import { entitiesOfRequest, entityKeys, entityValueOfKind } from "../graph/entities.js";
 import { newId } from "../ids.js";
 import type { Outbox } from "../outbox/outbox.js";
-import { normalizeListEntry } from "../policies/index.js";
+import { MAX_LIST_ENTRIES, normalizeListEntry } from "../policies/index.js";
 import type { ConsortiumRepository } from "../store/consortium.js";
 import type { Db } from "../store/database.js";
 import type { DecisionRepository, StoredDecision } from "../store/decisions.js";
@@ -277,6 +277,8 @@ export class FeedbackProcessor {
       if (!list.automatic || list.type !== "deny") continue;
       const value = normalizeListEntry(list.kind, entityValueOfKind(entities, list.kind));
       if (value === null) continue;
+      // A full list takes no more (the label's other effects still apply): it holds what people review.
+      if (list.entryCount >= MAX_LIST_ENTRIES) continue;
       if (this.deps.lists.putEntry(tenant, list.name, { value, expiresAt: undefined }, now)) {
         this.deps.lists.touch(tenant, list.name, now);
         added.push({ list: list.name, value });

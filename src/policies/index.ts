@@ -6,7 +6,7 @@ export { compilePolicy, compilePolicyUncached, formatCompileError, PolicyCache }
 export { DEFAULT_POLICY } from "./default-policy.js";
 export { BUDGET_EXHAUSTED, decisionOf, evaluatePolicies } from "./evaluate.js";
 export type { EvaluationBudget, EvaluationContext, PolicyEvaluation, PolicyResult, RuleError } from "./evaluate.js";
-export { ListSnapshot, isUsableNewListName, isValidListName, normalizeListEntry } from "./lists.js";
+export { ListSnapshot, MAX_LIST_ENTRIES, MAX_LISTS, isUsableNewListName, isValidListName, normalizeListEntry } from "./lists.js";
 export type { ListDefinition, ListKind, ListMatcher } from "./lists.js";
 export { POLICY_STATUSES, RULE_ACTIONS } from "./model.js";
 export type {

@@ -29,6 +29,15 @@ export interface ListMatcher {
   has(value: string): boolean;
 }
 
+/** Lists one account and environment may hold. */
+export const MAX_LISTS = 100;
+/**
+ * Live entries one list may hold, automatic lists included: the account's
+ * lists are rebuilt on the request thread after each change (100,000 entries
+ * take about 0.1 s).
+ */
+export const MAX_LIST_ENTRIES = 100_000;
+
 /** Names must be CEL identifiers so `lists.<name>` parses. */
 const LIST_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 

@@ -6,7 +6,7 @@ import { apiError } from "../api/errors.js";
 import type { Clock } from "../clock.js";
 import type { PolicySets } from "../decisions/policy-set.js";
 import { canonicalCidr } from "../engine/ip.js";
-import { isUsableNewListName, isValidListName, normalizeListEntry, type ListKind } from "../policies/index.js";
+import { MAX_LIST_ENTRIES, MAX_LISTS, isUsableNewListName, isValidListName, normalizeListEntry, type ListKind } from "../policies/index.js";
 import type { Db } from "../store/database.js";
 import type { ListRepository, StoredList } from "../store/lists.js";
 import type { Tenant } from "../store/tenant.js";
@@ -15,13 +15,7 @@ import type { AuditTrail } from "../audit/log.js";
 import { callerScope } from "./scope.js";
 
 const DEFAULT_PAGE = 100;
-/** Lists one account and environment may hold. */
-export const MAX_LISTS = 100;
-/**
- * Live entries one list may hold: the account's lists are rebuilt on the
- * request thread after each change (100,000 entries take about 0.1 s).
- */
-export const MAX_LIST_ENTRIES = 100_000;
+
 
 function toNamedList(list: StoredList): MessageInitShape<typeof NamedListSchema> {
   return {
