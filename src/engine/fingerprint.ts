@@ -44,10 +44,17 @@ export function deviceFingerprint(device: DeviceInput | undefined, userAgent: st
   return { canonical, deviceHash };
 }
 
-/** The screen's longer and shorter edge in device pixels, and its colour depth. */
+/**
+ * Browsers report the screen in whole CSS pixels, so CSS size × pixel ratio
+ * can miss the true device size by a pixel or two at some zoom levels (1366
+ * wide at 150 % reads 911 × 1.5 = 1366.5): edges are snapped to the nearest
+ * multiple of this many device pixels. Real screens differ by far more.
+ */
+const SCREEN_STEP = 8;
+
+/** The screen's longer and shorter edge in device pixels (snapped), and its colour depth. */
 function devicePixels(screen: NonNullable<DeviceInput["screen"]>): [number, number, number] {
   const ratio = screen.pixelRatio > 0 ? screen.pixelRatio : 1;
-  const long = Math.round(Math.max(screen.width, screen.height) * ratio);
-  const short = Math.round(Math.min(screen.width, screen.height) * ratio);
-  return [long, short, screen.colorDepth];
+  const snap = (cssPixels: number) => Math.round(Math.round(cssPixels * ratio) / SCREEN_STEP) * SCREEN_STEP;
+  return [snap(Math.max(screen.width, screen.height)), snap(Math.min(screen.width, screen.height)), screen.colorDepth];
 }

@@ -369,15 +369,20 @@ describe("deviceFingerprint", () => {
     expect(rotated.canonical).toBe(first.canonical);
   });
 
-  it("is stable across browser zoom, which scales the CSS-pixel screen and the pixel ratio together", () => {
+  it("is stable across browser zoom, which scales the CSS-pixel screen (in whole pixels) and the pixel ratio together", () => {
     const desktop = cleanDesktopLogin();
-    const screen = { width: 1920, height: 1080, colorDepth: 24, pixelRatio: 1 };
-    const atZoom = (zoom: number) =>
-      deviceFingerprint({ ...desktop.device, screen: { ...screen, width: screen.width / zoom, height: screen.height / zoom, pixelRatio: zoom } }, USER_AGENTS.windowsChrome).deviceHash;
-    expect(atZoom(1.1)).toBe(atZoom(1));
-    expect(atZoom(1.25)).toBe(atZoom(1));
+    const hashOf = (width: number, height: number, zoom: number) =>
+      deviceFingerprint(
+        // Browsers report whole CSS pixels.
+        { ...desktop.device, screen: { width: Math.round(width / zoom), height: Math.round(height / zoom), colorDepth: 24, pixelRatio: zoom } },
+        USER_AGENTS.windowsChrome,
+      ).deviceHash;
+    for (const [width, height] of [[1366, 768], [1280, 720], [1600, 900], [1920, 1080], [1536, 864], [2560, 1440]] as const) {
+      for (const zoom of [0.67, 0.8, 0.9, 1.1, 1.25, 1.5, 1.75, 2]) expect(hashOf(width, height, zoom), `${width}x${height} at ${zoom}`).toBe(hashOf(width, height, 1));
+    }
     // A different screen is a different device.
-    expect(deviceFingerprint({ ...desktop.device, screen: { ...screen, width: 2560, height: 1440 } }, USER_AGENTS.windowsChrome).deviceHash).not.toBe(atZoom(1));
+    expect(hashOf(2560, 1440, 1)).not.toBe(hashOf(1920, 1080, 1));
+    expect(hashOf(1366, 768, 1)).not.toBe(hashOf(1360, 768, 1.25));
   });
 
   it("differs between devices", () => {
