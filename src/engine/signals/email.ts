@@ -110,7 +110,8 @@ function looksRandom(localPart: string): boolean {
   const tells = [
     digits.some((run) => run.length >= 6 && !isDate(run)),
     longestRun(localPart, /[bcdfghjklmnpqrstvwxz]+/g) >= 7,
-    localPart.length >= 8 && shannonEntropy(localPart) >= 0.95 * Math.log2(localPart.length),
+    // From 10 characters: shorter names hardly repeat a letter either (tom481239).
+    localPart.length >= 10 && shannonEntropy(localPart) >= 0.95 * Math.log2(localPart.length),
     (localPart.match(/[a-z]\d|\d[a-z]/g) ?? []).length >= 4,
   ];
   return tells.filter(Boolean).length >= 2;
