@@ -79,6 +79,21 @@ describe("connection timeouts over HTTP/2", () => {
     }
   });
 
+  it("leaves a reflection stream open however long the tool keeps asking", async () => {
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    try {
+      const reflection = session.request({ ":method": "POST", ":path": "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo" });
+      reflection.write("first question");
+      let closed = false;
+      reflection.on("close", () => (closed = true));
+      await new Promise((resolve) => setTimeout(resolve, TIMEOUTS.requestMs + 400));
+      expect(closed).toBe(false);
+      reflection.close();
+    } finally {
+      session.destroy();
+    }
+  });
+
   it("closes a session that has had no stream open for the idle timeout", async () => {
     const started = performance.now();
     const session = http2.connect(`http://127.0.0.1:${port}`);

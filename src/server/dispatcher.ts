@@ -147,7 +147,8 @@ export class Dispatcher {
     let code = "OK";
     let serverError = status >= 500;
     let clientError = status >= 400 && status < 500;
-    if (status === CLIENT_CLOSED_REQUEST) {
+    // A client that left before a failure was answered: the failure is what counts (a fault stays a fault).
+    if (status === CLIENT_CLOSED_REQUEST && !context.error) {
       code = "CANCELED";
     } else if (context.error) {
       const described = describeError(context.error);

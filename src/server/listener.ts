@@ -19,6 +19,9 @@ const HTTP2_PREFACE_START = Buffer.from("PRI");
 /** A connection that sends nothing for this long is dropped before it is classified. */
 const FIRST_BYTES_TIMEOUT_MS = 10_000;
 
+/** gRPC server reflection's methods (v1 and v1alpha). */
+const REFLECTION_PATH_PREFIX = "/grpc.reflection.";
+
 /** How long a client may take to send a request, and to keep a connection it does not use. */
 export interface ConnectionTimeouts {
   /** Until an HTTP/1.1 request's headers are in (408 past it). */
@@ -64,7 +67,10 @@ export class DualProtocolListener {
       session.once("close", () => this.sessions.delete(session));
       this.closeWhenIdle(session);
     });
-    this.http2.on("stream", (stream) => this.limitRequestTime(stream));
+    this.http2.on("stream", (stream, headers) => {
+      // Reflection is a bidirectional stream a tool keeps open while it asks: its request never "ends".
+      if (!headers[":path"]?.startsWith(REFLECTION_PATH_PREFIX)) this.limitRequestTime(stream);
+    });
     this.tcp = net.createServer((socket) => {
       this.sockets.add(socket);
       socket.once("close", () => this.sockets.delete(socket));
@@ -120,7 +126,9 @@ export class DualProtocolListener {
   stopAccepting(): Promise<void> {
     const closed = new Promise<void>((resolve) => this.tcp.close(() => resolve()));
     for (const session of this.sessions) session.close();
-    this.http1.closeIdleConnections();
+    // Also stops the HTTP/1.1 server's connection checks (armed by the 'listening' it was told of), which would
+    // otherwise keep the process alive; it closes the idle connections as well.
+    this.http1.close();
     return closed;
   }
 
