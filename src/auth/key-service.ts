@@ -7,6 +7,7 @@ import type { AccountRepository, Account } from "../store/accounts.js";
 import {
   ALL_PERMISSIONS,
   PUBLISHABLE_PERMISSIONS,
+  shownPermissions,
   ROTATION_GRACE_MS,
   generateKey,
   hashKey,
@@ -100,7 +101,7 @@ export class KeyService {
     const { record } = issued;
     this.audit.atomically(() => {
       this.keys.insert(record);
-      this.audit.record(this.entry(record, "key.created", { kind: record.kind, permissions: record.permissions ?? "all", name: record.name, last4: record.last4 }));
+      this.audit.record(this.entry(record, "key.created", { kind: record.kind, permissions: shownPermissions(record.kind, record.permissions), name: record.name, last4: record.last4 }));
     });
     return issued;
   }

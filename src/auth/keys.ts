@@ -32,6 +32,12 @@ export type Permission = (typeof ALL_PERMISSIONS)[number];
 /** Publishable keys live in browsers and apps: they may only ask for decisions. */
 export const PUBLISHABLE_PERMISSIONS: readonly Permission[] = ["decisions:write"];
 
+/** What a key may do, as shown to people (CLI, audit log): its own list, else its kind's ("all" for a secret key). */
+export function shownPermissions(kind: KeyKind, permissions: readonly Permission[] | undefined): Permission[] | "all" {
+  const own = permissions ?? (kind === "publishable" ? PUBLISHABLE_PERMISSIONS : undefined);
+  return own === undefined ? "all" : [...own];
+}
+
 export function isPermission(value: string): value is Permission {
   return (ALL_PERMISSIONS as readonly string[]).includes(value);
 }

@@ -8,7 +8,7 @@ import { AuditLog } from "../audit/log.js";
 import { AuditSigner, importPublicKeyPem, publicKeyFingerprint } from "../audit/signer.js";
 import { verifyChain } from "../audit/verify.js";
 import { KeyError, KeyService } from "../auth/key-service.js";
-import { ALL_PERMISSIONS, PUBLISHABLE_PERMISSIONS, isPermission, type KeyKind, type Permission } from "../auth/keys.js";
+import { ALL_PERMISSIONS, isPermission, shownPermissions, type KeyKind, type Permission } from "../auth/keys.js";
 import { systemClock, type Clock } from "../clock.js";
 import { loadConfig } from "../config.js";
 import { keyHint, silentLogger } from "../log.js";
@@ -434,8 +434,7 @@ function describeKey(record: ApiKeyRecord) {
     environment: record.environment,
     kind: record.kind,
     key: keyHint(record.last4),
-    // What the key may do: publishable keys hold a fixed set, secret keys without a list hold every permission.
-    permissions: record.kind === "publishable" ? PUBLISHABLE_PERMISSIONS : (record.permissions ?? "all"),
+    permissions: shownPermissions(record.kind, record.permissions),
     name: record.name,
     status,
     createdAt: new Date(record.createdAt).toISOString(),
