@@ -159,7 +159,7 @@ describe("decision store on a locked database", () => {
       const accountId = new AccountRepository(db).create("Acme", {}, Date.now()).id;
       const store = new DecisionStore(db, AuditSigner.loadOrCreate(dataDir));
       // Each attempt waits this long for the lock: the elapsed time counts the attempts.
-      const busyTimeoutMs = 500;
+      const busyTimeoutMs = 1_000;
       db.pragma(`busy_timeout = ${busyTimeoutMs}`);
       const attempts = (started: number) => (performance.now() - started) / busyTimeoutMs;
       const now = Date.UTC(2026, 10, 21, 17);
@@ -168,7 +168,7 @@ describe("decision store on a locked database", () => {
       other.exec("BEGIN IMMEDIATE");
       let started = performance.now();
       const locked = store.write([prepareWrite(aWrite(accountId, now + 1), [], []), prepareWrite(aWrite(accountId, now + 2), [], [])]);
-      expect(attempts(started)).toBeLessThan(1.8);
+      expect(attempts(started)).toBeLessThan(1.6);
       expect(locked.retriedAfter).toBeUndefined();
       expect(locked.results).toEqual([
         { kind: "failed", message: "database is locked" },
@@ -176,7 +176,7 @@ describe("decision store on a locked database", () => {
       ]);
       started = performance.now();
       const followUps = store.followUp();
-      expect(attempts(started)).toBeLessThan(1.8);
+      expect(attempts(started)).toBeLessThan(1.6);
       expect(followUps).toEqual({ failed: 1, queuedEvents: false, error: "database is locked" });
       other.exec("ROLLBACK");
       // The stored decision's follow-up task stayed, and is carried out once the lock is gone.

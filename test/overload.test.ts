@@ -5,10 +5,10 @@ import { grpcClient, grpcUnary } from "./helpers/grpc.js";
 import { HUMAN_DESKTOP, UK_IP } from "./helpers/inputs.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
 
-// One engine thread whose every store read takes 400 ms, and room for two evaluations: two decides fill
-// the engine for about 800 ms, long enough for the requests sent beside them to find it full. Analyze's
+// One engine thread whose every store read takes 800 ms, and room for two evaluations: two decides fill
+// the engine for over a second, long enough for the requests sent beside them to find it full. Analyze's
 // per-IP limit is lifted: the test polls it until the engine is full.
-const STORE_LATENCY_MS = 400;
+const STORE_LATENCY_MS = 800;
 
 let server: TestServer;
 let secret: string;
@@ -54,9 +54,12 @@ describe("a full engine queue", () => {
 
   it("refuses analyze and gRPC decide the same way while decides fill it", async () => {
     const filling = Promise.all([decide("filler_1"), decide("filler_2")]);
-    // Analyze answers at once until the two decides reach the engine, then finds it full.
+    // Analyze is answered until the decides reach the engine, then finds it full (an analyze polled before them
+    // can take a place in the queue first: then a filler is the one refused).
     let analyzed = await post("/api/v1/analyze", { action: "login", ip: UK_IP, ...HUMAN_DESKTOP });
-    while (analyzed.status === 200) analyzed = await post("/api/v1/analyze", { action: "login", ip: UK_IP, ...HUMAN_DESKTOP });
+    for (let tries = 0; analyzed.status === 200 && tries < 200; tries++) {
+      analyzed = await post("/api/v1/analyze", { action: "login", ip: UK_IP, ...HUMAN_DESKTOP });
+    }
     expect(analyzed.status).toBe(503);
     expect(analyzed.body).toMatchObject({ success: false, error: { code: "SERVICE_UNAVAILABLE" } });
     const client = grpcClient(server.port);
@@ -67,14 +70,16 @@ describe("a full engine queue", () => {
     } finally {
       client.close();
     }
-    expect((await filling).map((a) => a.status)).toEqual([200, 200]);
+    const fillers = await filling;
+    expect(fillers.some((a) => a.status === 200)).toBe(true);
+    for (const filler of fillers) expect([200, 503]).toContain(filler.status);
   });
 });
 
 describe("a full backtest queue", () => {
   it("refuses the backtest past one running and 16 waiting with 503", async () => {
-    // Each backtest holds the thread for 100 ms: the 18 sent together find 17 before them at most.
-    const backtests = await startTestServer({ storeLatencyMs: 100 });
+    // Each backtest holds the thread for 300 ms: the 18 sent together all arrive before the first is done.
+    const backtests = await startTestServer({ storeLatencyMs: 300 });
     const target = { url: backtests.url, key: backtests.createAccount("Tuner").keys.test.secret };
     const draft = { name: "draft", rules: [{ condition: "score >= 10", action: "deny" }] };
     const answers = await Promise.all(Array.from({ length: 18 }, () => post("/api/v1/policies/backtest", draft, target))).finally(() => backtests.close());
