@@ -315,7 +315,10 @@ describe("a stored policy that no longer compiles", () => {
     server.app.db.prepare("UPDATE policies SET rules = ?, version = version + 1 WHERE id = ?").run(nested, saved.body.id);
     // Any change through the API drops the account's cached policy set.
     expect((await call<PolicyJson>("POST", "/api/v1/policies", { name: "Nudge", status: "disabled", rules: [{ condition: "false", action: "deny" }] })).status).toBe(201);
+    const logged = server.logs.length;
     expect((await decide({ userId: "after_stale", action: "login" })).decision).toMatch(/^(allow|challenge|deny)$/);
+    // Skipped, and said so, when the account's policies were loaded for that decide.
+    expect(server.logs.slice(logged).some((line) => line.includes("a stored policy no longer compiles") && line.includes(saved.body.id))).toBe(true);
     const replay = await call<ErrorJson>("POST", `/api/v1/policies/${saved.body.id}/backtest`, {});
     expect(replay.status).toBe(409);
     expect(replay.body.error.message).toMatch(new RegExp(`^policy ${saved.body.id} no longer compiles and must be updated first: rule 0`));

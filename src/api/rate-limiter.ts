@@ -29,8 +29,8 @@ export interface RateLimitOutcome {
 
 /**
  * The admission times of one identity's calls still inside its window, oldest
- * first, in a ring that grows (up to the limit) only as calls come: an identity
- * holds one slot per call it made in the last window, however high its limit.
+ * first, in a ring that grows (up to the limit) only as calls come: a high
+ * limit costs nothing until an identity makes that many calls in one window.
  */
 class CallLog {
   private times = new Float64Array(4);
@@ -73,9 +73,10 @@ class CallLog {
  * window, so a call is admitted exactly when fewer than `limit` calls were
  * admitted in the `windowMs` before it. No window of that length ever holds
  * more than `limit` calls, even for a burst across a clock-minute boundary,
- * and Retry-After is the exact wait. Memory is one slot per call still in
- * its window (bounded by the limit), time O(1) amortised. One instance serves
- * every limit in the contract.
+ * and Retry-After is the exact wait. An identity's memory grows with the most
+ * calls it had in one window (never past the limit) and is given back when
+ * none is left in it (the sweep drops the identity); time O(1) amortised. One
+ * instance serves every limit in the contract.
  */
 export class RateLimiter {
   private readonly logs = new Map<string, CallLog>();

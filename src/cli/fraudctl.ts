@@ -64,8 +64,7 @@ Environment: FRAUD_DATA_DIR (default ./data), PORT (8080), HOST (0.0.0.0).
 
 class UsageError extends Error {}
 
-/** The account and environment a command works on, from --account and --env. */
-/** --account and --env, naming an account that exists (a typo must not act on, or list, nothing in silence). */
+/** The account and environment a command works on: --account, which must exist (a typo must not act on, or list, nothing in silence), and --env. */
 function tenantOption(command: string, values: { account?: string | undefined; env?: string | undefined }, accounts: AccountRepository): Tenant {
   if (!values.account) throw new UsageError(`${command} needs --account`);
   if (values.env !== "test" && values.env !== "live") throw new UsageError("--env must be test or live");

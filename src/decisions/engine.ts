@@ -57,6 +57,8 @@ interface Pools {
 export class DecisionEngine {
   /** Ready once the reference tables are built (in a throwaway thread) and the pools exist. */
   private readonly pools: Promise<Pools>;
+  /** Backtests not finished yet: the one running and those waiting for the thread. */
+  private backtestsUnfinished = 0;
 
   private constructor(private readonly options: DecisionEngineOptions) {
     const loadStarted = performance.now();
@@ -95,9 +97,6 @@ export class DecisionEngine {
   static start(options: DecisionEngineOptions): DecisionEngine {
     return new DecisionEngine(options);
   }
-
-  /** Backtests not finished yet: the one running and those waiting for the thread. */
-  private backtestsUnfinished = 0;
 
   async backtest(task: BacktestTask): Promise<BacktestOutcome> {
     const pools = await this.pools;

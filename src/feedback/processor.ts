@@ -18,7 +18,7 @@ import type { Db } from "../store/database.js";
 import type { DecisionRepository, StoredDecision } from "../store/decisions.js";
 import type { FeedbackRepository } from "../store/feedback.js";
 import type { GraphRepository } from "../store/graph.js";
-import type { DecisionEntities, HistoryRepository, ProfileLesson } from "../store/history.js";
+import { lessonPayment, type DecisionEntities, type HistoryRepository, type ProfileLesson } from "../store/history.js";
 import type { ListRepository } from "../store/lists.js";
 import type { Tenant } from "../store/tenant.js";
 import type { WeightsRepository } from "../store/weights.js";
@@ -297,6 +297,6 @@ function lessonOf(userId: string, evidence: VerifiedEvidence): ProfileLesson {
     amount: typeof request.amount === "number" ? request.amount : undefined,
     currency: text(request.currency),
   });
-  return { userId, deviceId: text(request.deviceId), country: evidence.signals.geo.country, amount: payment?.amount, currency: payment?.currency ?? "" };
+  return { userId, deviceId: text(request.deviceId), country: evidence.signals.geo.country, ...lessonPayment(payment) };
 }
 

@@ -273,7 +273,7 @@ function readBody(req: NodeRequest, maxBodyBytes: number): Promise<Buffer> {
     };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
-      // The rest is not read: the answer closes the connection (writeError).
+      // The rest is dropped as it comes, unkept: the answer closes the connection (writeError).
       if (size > maxBodyBytes) settle(() => reject(tooLarge(maxBodyBytes)));
       else chunks.push(chunk);
     };

@@ -38,7 +38,7 @@ import type { Logger } from "../log.js";
 import type { AccountRepository } from "../store/accounts.js";
 import type { AnalyzeStateRepository } from "../store/analyze-state.js";
 import type { DecisionRepository, StoredDecision } from "../store/decisions.js";
-import type { DecisionEntities } from "../store/history.js";
+import { lessonPayment, type DecisionEntities } from "../store/history.js";
 import type { IdempotencyRepository } from "../store/idempotency.js";
 import type { Tenant } from "../store/tenant.js";
 import type { WeightsRepository } from "../store/weights.js";
@@ -263,7 +263,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
         actor,
         decision: stored,
         evidence,
-        history: { ...entities, country: signals.geo.country, ...historyPayment(request), allowed: verdict.decision === "allow" },
+        history: { ...entities, country: signals.geo.country, ...lessonPayment(paymentOf(request)), allowed: verdict.decision === "allow" },
         policy: policyEffects(policies, evaluation),
         openCase: caseForDecision({ ...stored, reasons: result.reasons }, evaluation.review),
         idempotency: idempotencyKey !== undefined ? { key: idempotencyKey, entry: { requestHash, response: toBinary(DecideResponseSchema, response) } } : undefined,
@@ -344,12 +344,6 @@ function replay(storedHash: string, requestHash: string, response: Uint8Array) {
  * full: the network, the user agent and the device were all there to read;
  * minimal: neither user agent nor device; partial: anything in between.
  */
-/** What a decide adds to the user's amount history: its payment, if it is one (engine/signals/store.ts). */
-function historyPayment(request: DecideRequest): { amount: number | undefined; currency: string } {
-  const payment = paymentOf(request);
-  return { amount: payment?.amount, currency: payment?.currency ?? "" };
-}
-
 function analyzeCoverage(request: AnalyzeRequest, signals: Signals): "full" | "partial" | "minimal" {
   const hasAgent = request.userAgent !== "";
   const hasDevice = request.device !== undefined;

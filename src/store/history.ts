@@ -30,6 +30,11 @@ export interface ProfileLesson {
   currency: string;
 }
 
+/** A request's payment (engine paymentOf) as a lesson records it: its amount and currency, or none. */
+export function lessonPayment(payment: { amount: number; currency: string } | null): Pick<ProfileLesson, "amount" | "currency"> {
+  return { amount: payment?.amount, currency: payment?.currency ?? "" };
+}
+
 /** What a decision adds to the history once it is made. */
 export interface HistoryUpdate extends DecisionEntities, ProfileLesson {
   /**

@@ -75,7 +75,7 @@ export type DecideRequest = Message<"fraud.v1.DecideRequest"> & {
   userAgent: string;
 
   /**
-   * Transaction amount for payment actions (checkout, purchase, transfer).
+   * Transaction amount for payment actions (checkout, purchase, transfer, custom).
    *
    * @generated from field: optional double amount = 8;
    */
