@@ -29,7 +29,8 @@ function idPrefix(input: DescMessage): string {
 const endpoints = [...allContracts()].map((contract) => ({
   name: contract.method.name,
   verb: contract.http.method,
-  path: contract.http.path.replace("{id}", `${idPrefix(contract.method.input)}example`),
+  // Number path parameters (a policy version) are read with the message, before the key: give them a number.
+  path: contract.http.path.replace("{id}", `${idPrefix(contract.method.input)}example`).replace("{version}", "1"),
   permission: contract.access.permission,
   anonymous: contract.access.allowAnonymous,
 }));

@@ -264,6 +264,28 @@ describe("policies acting on decisions", () => {
   });
 });
 
+describe("policy versions", () => {
+  it("shows a policy as it was at each version, after later changes and after its deletion", async () => {
+    const first = await call<PolicyJson>("POST", "/api/v1/policies", { name: "Versioned", status: "shadow", rules: [{ condition: "score > 90", action: "deny" }] });
+    const id = first.body.id;
+    const second = await call<PolicyJson>("PUT", `/api/v1/policies/${id}`, { name: "Versioned", status: "active", rules: [{ condition: "score > 80", action: "deny" }] });
+    expect(second.body.version).toBe(2);
+    const v1 = await call<PolicyJson>("GET", `/api/v1/policies/${id}/versions/1`);
+    expect(v1).toMatchObject({ status: 200, body: { id, version: 1, status: "shadow", rules: [{ condition: "score > 90", action: "deny" }] } });
+    expect((await call<PolicyJson>("GET", `/api/v1/policies/${id}/versions/2`)).body).toMatchObject({ version: 2, status: "active" });
+    expect((await call("DELETE", `/api/v1/policies/${id}`)).status).toBe(204);
+    expect((await call<PolicyJson>("GET", `/api/v1/policies/${id}/versions/2`)).body.rules[0]?.condition).toBe("score > 80");
+    // The built-in policy's one version; unknown versions, other accounts and bad numbers.
+    expect((await call<PolicyJson>("GET", "/api/v1/policies/pol_default_thresholds/versions/1")).body.builtIn).toBe(true);
+    expect((await call<ErrorJson>("GET", `/api/v1/policies/${id}/versions/3`)).body.error).toMatchObject({ code: "NOT_FOUND", message: `no version 3 of policy ${id}` });
+    expect((await call<ErrorJson>("GET", `/api/v1/policies/${id}/versions/1`, undefined, otherKey)).status).toBe(404);
+    const notNumber = await call<ErrorJson>("GET", `/api/v1/policies/${id}/versions/first`);
+    expect(notNumber.status).toBe(400);
+    expect(notNumber.body.error.message).toBe("path parameter version must be a number");
+    expect((await call<ErrorJson>("GET", `/api/v1/policies/${id}/versions/0`)).status).toBe(400);
+  });
+});
+
 describe("lists saved by an earlier release", () => {
   it("stay usable: a range stored as typed is removed by any spelling, a list named by a now-reserved word still answers", async () => {
     const { account, keys } = server.createAccount("Old lists");

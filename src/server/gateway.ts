@@ -220,13 +220,15 @@ export class RestGateway {
           fieldViolations: [{ field: field.jsonName, description: "is not valid percent-encoding" }],
         });
       }
+      // Path segments are text: a number field (a version) takes its value as a query parameter would.
+      const converted = convertParameter(field, value, "path");
       const inBody = input[field.jsonName];
-      if (inBody !== undefined && inBody !== value) {
+      if (inBody !== undefined && inBody !== converted) {
         throw apiError("VALIDATION_ERROR", `${field.jsonName} in the body differs from the path`, {
           fieldViolations: [{ field: field.jsonName, description: "differs from the path" }],
         });
       }
-      input[field.jsonName] = value;
+      input[field.jsonName] = converted;
     });
     return input;
   }
@@ -299,24 +301,25 @@ function queryToInput(route: RestRoute, url: URL): JsonObject {
         fieldViolations: [{ field: name, description: "is not a parameter of this endpoint" }],
       });
     }
-    const values = url.searchParams.getAll(name).map((raw) => convertQueryValue(field, raw));
+    const values = url.searchParams.getAll(name).map((raw) => convertParameter(field, raw, "query"));
     input[field.jsonName] = field.fieldKind === "list" ? values : (values[values.length - 1] as JsonValue);
   }
   return input;
 }
 
-function convertQueryValue(field: DescField, raw: string): JsonValue {
+/** A query or path parameter's text as the field's JSON value (a number for number fields, checked). */
+function convertParameter(field: DescField, raw: string, where: "query" | "path"): JsonValue {
   const scalar = field.fieldKind === "scalar" || (field.fieldKind === "list" && field.listKind === "scalar") ? field.scalar : undefined;
   if (scalar === ScalarType.BOOL) {
     if (raw === "true" || raw === "false") return raw === "true";
-    throw apiError("VALIDATION_ERROR", `query parameter ${field.jsonName} must be true or false`, {
+    throw apiError("VALIDATION_ERROR", `${where} parameter ${field.jsonName} must be true or false`, {
       fieldViolations: [{ field: field.jsonName, description: "must be true or false" }],
     });
   }
   if (scalar !== undefined && scalar !== ScalarType.STRING && scalar !== ScalarType.BYTES) {
     const value = Number(raw);
     if (raw.trim() === "" || !Number.isFinite(value)) {
-      throw apiError("VALIDATION_ERROR", `query parameter ${field.jsonName} must be a number`, {
+      throw apiError("VALIDATION_ERROR", `${where} parameter ${field.jsonName} must be a number`, {
         fieldViolations: [{ field: field.jsonName, description: "must be a number" }],
       });
     }

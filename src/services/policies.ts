@@ -182,6 +182,13 @@ export function createPolicyService(deps: {
       if (!stored) throw notFound(request.id);
       return { policy: toPolicy(stored) };
     },
+    getPolicyVersion(request, ctx) {
+      // The built-in policy has one version, never changed.
+      if (request.id === DEFAULT_POLICY.id && request.version === DEFAULT_POLICY.version) return { policy: BUILT_IN_POLICY };
+      const saved = deps.policies.atVersion(callerScope(ctx.values).tenant, request.id, request.version);
+      if (!saved) throw apiError("NOT_FOUND", `no version ${request.version} of policy ${request.id}`);
+      return { policy: toPolicy(saved) };
+    },
     updatePolicy(request, ctx) {
       if (request.id === DEFAULT_POLICY.id) throw builtInRefusal();
       const existing = deps.policies.get(callerScope(ctx.values).tenant, request.id);

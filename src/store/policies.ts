@@ -52,6 +52,7 @@ export class PolicyRepository {
   private readonly updateStmt;
   private readonly deleteStmt;
   private readonly versionStmt;
+  private readonly snapshotStmt;
 
   constructor(db: Db) {
     this.listStmt = db.prepare<[string, string], PolicyRow>(
@@ -70,6 +71,15 @@ export class PolicyRepository {
     this.versionStmt = db.prepare(
       "INSERT INTO policy_versions VALUES (@id, @version, @accountId, @environment, @snapshot, @updatedAt)",
     );
+    this.snapshotStmt = db.prepare<[string, number, string, string], { snapshot: string }>(
+      "SELECT snapshot FROM policy_versions WHERE policy_id = ? AND version = ? AND account_id = ? AND environment = ?",
+    );
+  }
+
+  /** The policy as saved at `version` (the snapshot its save recorded); kept after later saves and deletion. */
+  atVersion(tenant: Tenant, id: string, version: number): StoredPolicy | undefined {
+    const row = this.snapshotStmt.get(id, version, tenant.accountId, tenant.environment);
+    return row && (JSON.parse(row.snapshot) as StoredPolicy);
   }
 
   list(tenant: Tenant): StoredPolicy[] {

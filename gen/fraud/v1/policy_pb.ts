@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file fraud/v1/policy.proto.
  */
 export const file_fraud_v1_policy: GenFile = /*@__PURE__*/
-  fileDesc("ChVmcmF1ZC92MS9wb2xpY3kucHJvdG8SCGZyYXVkLnYxIowCCgZQb2xpY3kSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRIOCgZzdGF0dXMYBCABKAkSHQoFcnVsZXMYBSADKAsyDi5mcmF1ZC52MS5SdWxlEg8KB2FjdGlvbnMYBiADKAkSEAoIcHJpb3JpdHkYByABKAUSDwoHdmVyc2lvbhgIIAEoBRIQCghidWlsdF9pbhgJIAEoCBIuCgpjcmVhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJ6CgRSdWxlEhwKCWNvbmRpdGlvbhgBIAEoCUIJirUYBQgBEIAgEjYKBmFjdGlvbhgCIAEoCUImirUYIggBGgVhbGxvdxoJY2hhbGxlbmdlGgRkZW55GgZyZXZpZXcSHAoLZGVzY3JpcHRpb24YAyABKAlCB4q1GAMQ6AciFQoTTGlzdFBvbGljaWVzUmVxdWVzdCI6ChRMaXN0UG9saWNpZXNSZXNwb25zZRIiCghwb2xpY2llcxgBIAMoCzIQLmZyYXVkLnYxLlBvbGljeSL0AQoTQ3JlYXRlUG9saWN5UmVxdWVzdBIXCgRuYW1lGAEgASgJQgmKtRgFCAEQyAESHAoLZGVzY3JpcHRpb24YAiABKAlCB4q1GAMQ0A8SKwoGc3RhdHVzGAMgASgJQhuKtRgXQhVmcmF1ZC52MS5Qb2xpY3lTdGF0dXMSJwoFcnVsZXMYBCADKAsyDi5mcmF1ZC52MS5SdWxlQgiKtRgECAEQZBImCgdhY3Rpb25zGAUgAygJQhWKtRgRQg9mcmF1ZC52MS5BY3Rpb24SKAoIcHJpb3JpdHkYBiABKAVCFoq1GBIhAAAAAICELsEpAAAAAICELkEiOAoUQ3JlYXRlUG9saWN5UmVzcG9uc2USIAoGcG9saWN5GAEgASgLMhAuZnJhdWQudjEuUG9saWN5Ii4KEEdldFBvbGljeVJlcXVlc3QSGgoCaWQYASABKAlCDoq1GAoIARBAMgRwb2xfIjUKEUdldFBvbGljeVJlc3BvbnNlEiAKBnBvbGljeRgBIAEoCzIQLmZyYXVkLnYxLlBvbGljeSKQAgoTVXBkYXRlUG9saWN5UmVxdWVzdBIaCgJpZBgBIAEoCUIOirUYCggBEEAyBHBvbF8SFwoEbmFtZRgCIAEoCUIJirUYBQgBEMgBEhwKC2Rlc2NyaXB0aW9uGAMgASgJQgeKtRgDENAPEisKBnN0YXR1cxgEIAEoCUIbirUYF0IVZnJhdWQudjEuUG9saWN5U3RhdHVzEicKBXJ1bGVzGAUgAygLMg4uZnJhdWQudjEuUnVsZUIIirUYBAgBEGQSJgoHYWN0aW9ucxgGIAMoCUIVirUYEUIPZnJhdWQudjEuQWN0aW9uEigKCHByaW9yaXR5GAcgASgFQhaKtRgSIQAAAACAhC7BKQAAAACAhC5BIjgKFFVwZGF0ZVBvbGljeVJlc3BvbnNlEiAKBnBvbGljeRgBIAEoCzIQLmZyYXVkLnYxLlBvbGljeSIxChNEZWxldGVQb2xpY3lSZXF1ZXN0EhoKAmlkGAEgASgJQg6KtRgKCAEQQDIEcG9sXyIWChREZWxldGVQb2xpY3lSZXNwb25zZSLsAQoOQmFja3Rlc3RXaW5kb3cSKAoEZnJvbRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJgoCdG8YAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjIKDW1heF9kZWNpc2lvbnMYAyABKAVCFoq1GBIhAAAAAAAA8D8pAAAAAABq+EBIAIgBARIxCgxtYXhfZXhhbXBsZXMYBCABKAVCFoq1GBIhAAAAAAAAAAApAAAAAAAASUBIAYgBAUIQCg5fbWF4X2RlY2lzaW9uc0IPCg1fbWF4X2V4YW1wbGVzIl0KFUJhY2t0ZXN0UG9saWN5UmVxdWVzdBIaCgJpZBgBIAEoCUIOirUYCggBEEAyBHBvbF8SKAoGd2luZG93GAIgASgLMhguZnJhdWQudjEuQmFja3Rlc3RXaW5kb3ciQgoWQmFja3Rlc3RQb2xpY3lSZXNwb25zZRIoCgZyZXN1bHQYASABKAsyGC5mcmF1ZC52MS5CYWNrdGVzdFJlc3VsdCLYAQoaQmFja3Rlc3REcmFmdFBvbGljeVJlcXVlc3QSFQoEbmFtZRgBIAEoCUIHirUYAxDIARInCgVydWxlcxgCIAMoCzIOLmZyYXVkLnYxLlJ1bGVCCIq1GAQIARBkEiYKB2FjdGlvbnMYAyADKAlCFYq1GBFCD2ZyYXVkLnYxLkFjdGlvbhIoCghwcmlvcml0eRgEIAEoBUIWirUYEiEAAAAAgIQuwSkAAAAAgIQuQRIoCgZ3aW5kb3cYBSABKAsyGC5mcmF1ZC52MS5CYWNrdGVzdFdpbmRvdyJHChtCYWNrdGVzdERyYWZ0UG9saWN5UmVzcG9uc2USKAoGcmVzdWx0GAEgASgLMhguZnJhdWQudjEuQmFja3Rlc3RSZXN1bHQi/QEKDkJhY2t0ZXN0UmVzdWx0EhEKCWV2YWx1YXRlZBgBIAEoBRIPCgdjaGFuZ2VkGAIgASgFEg8KB21hdGNoZWQYAyABKAUSDgoGZXJyb3JzGAQgASgFEjEKC3RyYW5zaXRpb25zGAUgAygLMhwuZnJhdWQudjEuQmFja3Rlc3RUcmFuc2l0aW9uEisKCGV4YW1wbGVzGAYgAygLMhkuZnJhdWQudjEuQmFja3Rlc3RFeGFtcGxlEhMKC2R1cmF0aW9uX21zGAcgASgBEjEKEHNraXBwZWRfcG9saWNpZXMYCCADKAsyFy5mcmF1ZC52MS5Ta2lwcGVkUG9saWN5IlEKDVNraXBwZWRQb2xpY3kSEQoJcG9saWN5X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSDwoHdmVyc2lvbhgDIAEoBRIOCgZlcnJvcnMYBCABKAkiPQoSQmFja3Rlc3RUcmFuc2l0aW9uEgwKBGZyb20YASABKAkSCgoCdG8YAiABKAkSDQoFY291bnQYAyABKAUidgoPQmFja3Rlc3RFeGFtcGxlEhMKC2RlY2lzaW9uX2lkGAEgASgJEg8KB3VzZXJfaWQYAiABKAkSDQoFc2NvcmUYAyABKAUSDAoEZnJvbRgEIAEoCRIKCgJ0bxgFIAEoCRIUCgxtYXRjaGVkX3J1bGUYBiABKAUyiwgKDVBvbGljeVNlcnZpY2USfwoMTGlzdFBvbGljaWVzEh0uZnJhdWQudjEuTGlzdFBvbGljaWVzUmVxdWVzdBoeLmZyYXVkLnYxLkxpc3RQb2xpY2llc1Jlc3BvbnNlIjCKtRgZCgNHRVQSEC9hcGkvdjEvcG9saWNpZXMYApK1GA8KDXBvbGljaWVzOnJlYWQSjAEKDENyZWF0ZVBvbGljeRIdLmZyYXVkLnYxLkNyZWF0ZVBvbGljeVJlcXVlc3QaHi5mcmF1ZC52MS5DcmVhdGVQb2xpY3lSZXNwb25zZSI9irUYJQoEUE9TVBIQL2FwaS92MS9wb2xpY2llcxgCIgZwb2xpY3koyQGStRgQCg5wb2xpY2llczp3cml0ZRKDAQoJR2V0UG9saWN5EhouZnJhdWQudjEuR2V0UG9saWN5UmVxdWVzdBobLmZyYXVkLnYxLkdldFBvbGljeVJlc3BvbnNlIj2KtRgmCgNHRVQSFS9hcGkvdjEvcG9saWNpZXMve2lkfRgCIgZwb2xpY3mStRgPCg1wb2xpY2llczpyZWFkEo0BCgxVcGRhdGVQb2xpY3kSHS5mcmF1ZC52MS5VcGRhdGVQb2xpY3lSZXF1ZXN0Gh4uZnJhdWQudjEuVXBkYXRlUG9saWN5UmVzcG9uc2UiPoq1GCYKA1BVVBIVL2FwaS92MS9wb2xpY2llcy97aWR9GAIiBnBvbGljeZK1GBAKDnBvbGljaWVzOndyaXRlEpwBCg5CYWNrdGVzdFBvbGljeRIfLmZyYXVkLnYxLkJhY2t0ZXN0UG9saWN5UmVxdWVzdBogLmZyYXVkLnYxLkJhY2t0ZXN0UG9saWN5UmVzcG9uc2UiR4q1GDAKBFBPU1QSHi9hcGkvdjEvcG9saWNpZXMve2lkfS9iYWNrdGVzdBgBIgZyZXN1bHSStRgPCg1wb2xpY2llczpyZWFkEqYBChNCYWNrdGVzdERyYWZ0UG9saWN5EiQuZnJhdWQudjEuQmFja3Rlc3REcmFmdFBvbGljeVJlcXVlc3QaJS5mcmF1ZC52MS5CYWNrdGVzdERyYWZ0UG9saWN5UmVzcG9uc2UiQoq1GCsKBFBPU1QSGS9hcGkvdjEvcG9saWNpZXMvYmFja3Rlc3QYASIGcmVzdWx0krUYDwoNcG9saWNpZXM6cmVhZBKLAQoMRGVsZXRlUG9saWN5Eh0uZnJhdWQudjEuRGVsZXRlUG9saWN5UmVxdWVzdBoeLmZyYXVkLnYxLkRlbGV0ZVBvbGljeVJlc3BvbnNlIjyKtRgkCgZERUxFVEUSFS9hcGkvdjEvcG9saWNpZXMve2lkfRgDKMwBkrUYEAoOcG9saWNpZXM6d3JpdGViBnByb3RvMw", [file_fraud_v1_options, file_google_protobuf_timestamp]);
+  fileDesc("ChVmcmF1ZC92MS9wb2xpY3kucHJvdG8SCGZyYXVkLnYxIowCCgZQb2xpY3kSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRIOCgZzdGF0dXMYBCABKAkSHQoFcnVsZXMYBSADKAsyDi5mcmF1ZC52MS5SdWxlEg8KB2FjdGlvbnMYBiADKAkSEAoIcHJpb3JpdHkYByABKAUSDwoHdmVyc2lvbhgIIAEoBRIQCghidWlsdF9pbhgJIAEoCBIuCgpjcmVhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJ6CgRSdWxlEhwKCWNvbmRpdGlvbhgBIAEoCUIJirUYBQgBEIAgEjYKBmFjdGlvbhgCIAEoCUImirUYIggBGgVhbGxvdxoJY2hhbGxlbmdlGgRkZW55GgZyZXZpZXcSHAoLZGVzY3JpcHRpb24YAyABKAlCB4q1GAMQ6AciFQoTTGlzdFBvbGljaWVzUmVxdWVzdCI6ChRMaXN0UG9saWNpZXNSZXNwb25zZRIiCghwb2xpY2llcxgBIAMoCzIQLmZyYXVkLnYxLlBvbGljeSL0AQoTQ3JlYXRlUG9saWN5UmVxdWVzdBIXCgRuYW1lGAEgASgJQgmKtRgFCAEQyAESHAoLZGVzY3JpcHRpb24YAiABKAlCB4q1GAMQ0A8SKwoGc3RhdHVzGAMgASgJQhuKtRgXQhVmcmF1ZC52MS5Qb2xpY3lTdGF0dXMSJwoFcnVsZXMYBCADKAsyDi5mcmF1ZC52MS5SdWxlQgiKtRgECAEQZBImCgdhY3Rpb25zGAUgAygJQhWKtRgRQg9mcmF1ZC52MS5BY3Rpb24SKAoIcHJpb3JpdHkYBiABKAVCFoq1GBIhAAAAAICELsEpAAAAAICELkEiOAoUQ3JlYXRlUG9saWN5UmVzcG9uc2USIAoGcG9saWN5GAEgASgLMhAuZnJhdWQudjEuUG9saWN5Ii4KEEdldFBvbGljeVJlcXVlc3QSGgoCaWQYASABKAlCDoq1GAoIARBAMgRwb2xfIjUKEUdldFBvbGljeVJlc3BvbnNlEiAKBnBvbGljeRgBIAEoCzIQLmZyYXVkLnYxLlBvbGljeSJXChdHZXRQb2xpY3lWZXJzaW9uUmVxdWVzdBIaCgJpZBgBIAEoCUIOirUYCggBEEAyBHBvbF8SIAoHdmVyc2lvbhgCIAEoBUIPirUYCwgBIQAAAAAAAPA/IjwKGEdldFBvbGljeVZlcnNpb25SZXNwb25zZRIgCgZwb2xpY3kYASABKAsyEC5mcmF1ZC52MS5Qb2xpY3kikAIKE1VwZGF0ZVBvbGljeVJlcXVlc3QSGgoCaWQYASABKAlCDoq1GAoIARBAMgRwb2xfEhcKBG5hbWUYAiABKAlCCYq1GAUIARDIARIcCgtkZXNjcmlwdGlvbhgDIAEoCUIHirUYAxDQDxIrCgZzdGF0dXMYBCABKAlCG4q1GBdCFWZyYXVkLnYxLlBvbGljeVN0YXR1cxInCgVydWxlcxgFIAMoCzIOLmZyYXVkLnYxLlJ1bGVCCIq1GAQIARBkEiYKB2FjdGlvbnMYBiADKAlCFYq1GBFCD2ZyYXVkLnYxLkFjdGlvbhIoCghwcmlvcml0eRgHIAEoBUIWirUYEiEAAAAAgIQuwSkAAAAAgIQuQSI4ChRVcGRhdGVQb2xpY3lSZXNwb25zZRIgCgZwb2xpY3kYASABKAsyEC5mcmF1ZC52MS5Qb2xpY3kiMQoTRGVsZXRlUG9saWN5UmVxdWVzdBIaCgJpZBgBIAEoCUIOirUYCggBEEAyBHBvbF8iFgoURGVsZXRlUG9saWN5UmVzcG9uc2Ui7AEKDkJhY2t0ZXN0V2luZG93EigKBGZyb20YASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiYKAnRvGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIyCg1tYXhfZGVjaXNpb25zGAMgASgFQhaKtRgSIQAAAAAAAPA/KQAAAAAAavhASACIAQESMQoMbWF4X2V4YW1wbGVzGAQgASgFQhaKtRgSIQAAAAAAAAAAKQAAAAAAAElASAGIAQFCEAoOX21heF9kZWNpc2lvbnNCDwoNX21heF9leGFtcGxlcyJdChVCYWNrdGVzdFBvbGljeVJlcXVlc3QSGgoCaWQYASABKAlCDoq1GAoIARBAMgRwb2xfEigKBndpbmRvdxgCIAEoCzIYLmZyYXVkLnYxLkJhY2t0ZXN0V2luZG93IkIKFkJhY2t0ZXN0UG9saWN5UmVzcG9uc2USKAoGcmVzdWx0GAEgASgLMhguZnJhdWQudjEuQmFja3Rlc3RSZXN1bHQi2AEKGkJhY2t0ZXN0RHJhZnRQb2xpY3lSZXF1ZXN0EhUKBG5hbWUYASABKAlCB4q1GAMQyAESJwoFcnVsZXMYAiADKAsyDi5mcmF1ZC52MS5SdWxlQgiKtRgECAEQZBImCgdhY3Rpb25zGAMgAygJQhWKtRgRQg9mcmF1ZC52MS5BY3Rpb24SKAoIcHJpb3JpdHkYBCABKAVCFoq1GBIhAAAAAICELsEpAAAAAICELkESKAoGd2luZG93GAUgASgLMhguZnJhdWQudjEuQmFja3Rlc3RXaW5kb3ciRwobQmFja3Rlc3REcmFmdFBvbGljeVJlc3BvbnNlEigKBnJlc3VsdBgBIAEoCzIYLmZyYXVkLnYxLkJhY2t0ZXN0UmVzdWx0Iv0BCg5CYWNrdGVzdFJlc3VsdBIRCglldmFsdWF0ZWQYASABKAUSDwoHY2hhbmdlZBgCIAEoBRIPCgdtYXRjaGVkGAMgASgFEg4KBmVycm9ycxgEIAEoBRIxCgt0cmFuc2l0aW9ucxgFIAMoCzIcLmZyYXVkLnYxLkJhY2t0ZXN0VHJhbnNpdGlvbhIrCghleGFtcGxlcxgGIAMoCzIZLmZyYXVkLnYxLkJhY2t0ZXN0RXhhbXBsZRITCgtkdXJhdGlvbl9tcxgHIAEoARIxChBza2lwcGVkX3BvbGljaWVzGAggAygLMhcuZnJhdWQudjEuU2tpcHBlZFBvbGljeSJRCg1Ta2lwcGVkUG9saWN5EhEKCXBvbGljeV9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEg8KB3ZlcnNpb24YAyABKAUSDgoGZXJyb3JzGAQgASgJIj0KEkJhY2t0ZXN0VHJhbnNpdGlvbhIMCgRmcm9tGAEgASgJEgoKAnRvGAIgASgJEg0KBWNvdW50GAMgASgFInYKD0JhY2t0ZXN0RXhhbXBsZRITCgtkZWNpc2lvbl9pZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJEg0KBXNjb3JlGAMgASgFEgwKBGZyb20YBCABKAkSCgoCdG8YBSABKAkSFAoMbWF0Y2hlZF9ydWxlGAYgASgFMrkJCg1Qb2xpY3lTZXJ2aWNlEn8KDExpc3RQb2xpY2llcxIdLmZyYXVkLnYxLkxpc3RQb2xpY2llc1JlcXVlc3QaHi5mcmF1ZC52MS5MaXN0UG9saWNpZXNSZXNwb25zZSIwirUYGQoDR0VUEhAvYXBpL3YxL3BvbGljaWVzGAKStRgPCg1wb2xpY2llczpyZWFkEowBCgxDcmVhdGVQb2xpY3kSHS5mcmF1ZC52MS5DcmVhdGVQb2xpY3lSZXF1ZXN0Gh4uZnJhdWQudjEuQ3JlYXRlUG9saWN5UmVzcG9uc2UiPYq1GCUKBFBPU1QSEC9hcGkvdjEvcG9saWNpZXMYAiIGcG9saWN5KMkBkrUYEAoOcG9saWNpZXM6d3JpdGUSgwEKCUdldFBvbGljeRIaLmZyYXVkLnYxLkdldFBvbGljeVJlcXVlc3QaGy5mcmF1ZC52MS5HZXRQb2xpY3lSZXNwb25zZSI9irUYJgoDR0VUEhUvYXBpL3YxL3BvbGljaWVzL3tpZH0YAiIGcG9saWN5krUYDwoNcG9saWNpZXM6cmVhZBKrAQoQR2V0UG9saWN5VmVyc2lvbhIhLmZyYXVkLnYxLkdldFBvbGljeVZlcnNpb25SZXF1ZXN0GiIuZnJhdWQudjEuR2V0UG9saWN5VmVyc2lvblJlc3BvbnNlIlCKtRg5CgNHRVQSKC9hcGkvdjEvcG9saWNpZXMve2lkfS92ZXJzaW9ucy97dmVyc2lvbn0YAiIGcG9saWN5krUYDwoNcG9saWNpZXM6cmVhZBKNAQoMVXBkYXRlUG9saWN5Eh0uZnJhdWQudjEuVXBkYXRlUG9saWN5UmVxdWVzdBoeLmZyYXVkLnYxLlVwZGF0ZVBvbGljeVJlc3BvbnNlIj6KtRgmCgNQVVQSFS9hcGkvdjEvcG9saWNpZXMve2lkfRgCIgZwb2xpY3mStRgQCg5wb2xpY2llczp3cml0ZRKcAQoOQmFja3Rlc3RQb2xpY3kSHy5mcmF1ZC52MS5CYWNrdGVzdFBvbGljeVJlcXVlc3QaIC5mcmF1ZC52MS5CYWNrdGVzdFBvbGljeVJlc3BvbnNlIkeKtRgwCgRQT1NUEh4vYXBpL3YxL3BvbGljaWVzL3tpZH0vYmFja3Rlc3QYASIGcmVzdWx0krUYDwoNcG9saWNpZXM6cmVhZBKmAQoTQmFja3Rlc3REcmFmdFBvbGljeRIkLmZyYXVkLnYxLkJhY2t0ZXN0RHJhZnRQb2xpY3lSZXF1ZXN0GiUuZnJhdWQudjEuQmFja3Rlc3REcmFmdFBvbGljeVJlc3BvbnNlIkKKtRgrCgRQT1NUEhkvYXBpL3YxL3BvbGljaWVzL2JhY2t0ZXN0GAEiBnJlc3VsdJK1GA8KDXBvbGljaWVzOnJlYWQSiwEKDERlbGV0ZVBvbGljeRIdLmZyYXVkLnYxLkRlbGV0ZVBvbGljeVJlcXVlc3QaHi5mcmF1ZC52MS5EZWxldGVQb2xpY3lSZXNwb25zZSI8irUYJAoGREVMRVRFEhUvYXBpL3YxL3BvbGljaWVzL3tpZH0YAyjMAZK1GBAKDnBvbGljaWVzOndyaXRlYgZwcm90bzM", [file_fraud_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * Policy is a named, prioritised set of rules (part 2.4).
@@ -303,6 +303,55 @@ export const GetPolicyResponseSchema: GenMessage<GetPolicyResponse> = /*@__PURE_
   messageDesc(file_fraud_v1_policy, 7);
 
 /**
+ * GetPolicyVersionRequest names a policy and one of its versions.
+ *
+ * @generated from message fraud.v1.GetPolicyVersionRequest
+ */
+export type GetPolicyVersionRequest = Message<"fraud.v1.GetPolicyVersionRequest"> & {
+  /**
+   * Policy identifier (pol_...).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The version, from 1.
+   *
+   * @generated from field: int32 version = 2;
+   */
+  version: number;
+};
+
+/**
+ * Describes the message fraud.v1.GetPolicyVersionRequest.
+ * Use `create(GetPolicyVersionRequestSchema)` to create a new message.
+ */
+export const GetPolicyVersionRequestSchema: GenMessage<GetPolicyVersionRequest> = /*@__PURE__*/
+  messageDesc(file_fraud_v1_policy, 8);
+
+/**
+ * GetPolicyVersionResponse carries the policy as saved at that version.
+ *
+ * @generated from message fraud.v1.GetPolicyVersionResponse
+ */
+export type GetPolicyVersionResponse = Message<"fraud.v1.GetPolicyVersionResponse"> & {
+  /**
+   * The policy at that version.
+   *
+   * @generated from field: fraud.v1.Policy policy = 1;
+   */
+  policy?: Policy | undefined;
+};
+
+/**
+ * Describes the message fraud.v1.GetPolicyVersionResponse.
+ * Use `create(GetPolicyVersionResponseSchema)` to create a new message.
+ */
+export const GetPolicyVersionResponseSchema: GenMessage<GetPolicyVersionResponse> = /*@__PURE__*/
+  messageDesc(file_fraud_v1_policy, 9);
+
+/**
  * UpdatePolicyRequest replaces a policy's fields (same rules as create).
  *
  * @generated from message fraud.v1.UpdatePolicyRequest
@@ -364,7 +413,7 @@ export type UpdatePolicyRequest = Message<"fraud.v1.UpdatePolicyRequest"> & {
  * Use `create(UpdatePolicyRequestSchema)` to create a new message.
  */
 export const UpdatePolicyRequestSchema: GenMessage<UpdatePolicyRequest> = /*@__PURE__*/
-  messageDesc(file_fraud_v1_policy, 8);
+  messageDesc(file_fraud_v1_policy, 10);
 
 /**
  * UpdatePolicyResponse carries the updated policy.
@@ -385,7 +434,7 @@ export type UpdatePolicyResponse = Message<"fraud.v1.UpdatePolicyResponse"> & {
  * Use `create(UpdatePolicyResponseSchema)` to create a new message.
  */
 export const UpdatePolicyResponseSchema: GenMessage<UpdatePolicyResponse> = /*@__PURE__*/
-  messageDesc(file_fraud_v1_policy, 9);
+  messageDesc(file_fraud_v1_policy, 11);
 
 /**
  * DeletePolicyRequest names the policy to delete.
@@ -406,7 +455,7 @@ export type DeletePolicyRequest = Message<"fraud.v1.DeletePolicyRequest"> & {
  * Use `create(DeletePolicyRequestSchema)` to create a new message.
  */
 export const DeletePolicyRequestSchema: GenMessage<DeletePolicyRequest> = /*@__PURE__*/
-  messageDesc(file_fraud_v1_policy, 10);
+  messageDesc(file_fraud_v1_policy, 12);
 
 /**
  * DeletePolicyResponse is empty.
@@ -421,7 +470,7 @@ export type DeletePolicyResponse = Message<"fraud.v1.DeletePolicyResponse"> & {
  * Use `create(DeletePolicyResponseSchema)` to create a new message.
  */
 export const DeletePolicyResponseSchema: GenMessage<DeletePolicyResponse> = /*@__PURE__*/
-  messageDesc(file_fraud_v1_policy, 11);
+  messageDesc(file_fraud_v1_policy, 13);
 
 /**
  * BacktestWindow selects the stored decisions a backtest replays.
@@ -463,7 +512,7 @@ export type BacktestWindow = Message<"fraud.v1.BacktestWindow"> & {
  * Use `create(BacktestWindowSchema)` to create a new message.
  */
 export const BacktestWindowSchema: GenMessage<BacktestWindow> = /*@__PURE__*/
-  messageDesc(file_fraud_v1_policy, 12);
+  messageDesc(file_fraud_v1_policy, 14);
 
 /**
  * BacktestPolicyRequest names a stored policy to replay.
@@ -491,7 +540,7 @@ export type BacktestPolicyRequest = Message<"fraud.v1.BacktestPolicyRequest"> & 
  * Use `create(BacktestPolicyRequestSchema)` to create a new message.
  */
 export const BacktestPolicyRequestSchema: GenMessage<BacktestPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_fraud_v1_policy, 13);
+  messageDesc(file_fraud_v1_policy, 15);
 
 /**
  * BacktestPolicyResponse carries the backtest result.
@@ -512,7 +561,7 @@ export type BacktestPolicyResponse = Message<"fraud.v1.BacktestPolicyResponse"> 
  * Use `create(BacktestPolicyResponseSchema)` to create a new message.
  */
 export const BacktestPolicyResponseSchema: GenMessage<BacktestPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_fraud_v1_policy, 14);
+  messageDesc(file_fraud_v1_policy, 16);
 
 /**
  * BacktestDraftPolicyRequest is a policy that is not saved, and a window.
@@ -562,7 +611,7 @@ export type BacktestDraftPolicyRequest = Message<"fraud.v1.BacktestDraftPolicyRe
  * Use `create(BacktestDraftPolicyRequestSchema)` to create a new message.
  */
 export const BacktestDraftPolicyRequestSchema: GenMessage<BacktestDraftPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_fraud_v1_policy, 15);
+  messageDesc(file_fraud_v1_policy, 17);
 
 /**
  * BacktestDraftPolicyResponse carries the backtest result.
@@ -583,7 +632,7 @@ export type BacktestDraftPolicyResponse = Message<"fraud.v1.BacktestDraftPolicyR
  * Use `create(BacktestDraftPolicyResponseSchema)` to create a new message.
  */
 export const BacktestDraftPolicyResponseSchema: GenMessage<BacktestDraftPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_fraud_v1_policy, 16);
+  messageDesc(file_fraud_v1_policy, 18);
 
 /**
  * BacktestResult says what a policy would have changed. The policy is
@@ -658,7 +707,7 @@ export type BacktestResult = Message<"fraud.v1.BacktestResult"> & {
  * Use `create(BacktestResultSchema)` to create a new message.
  */
 export const BacktestResultSchema: GenMessage<BacktestResult> = /*@__PURE__*/
-  messageDesc(file_fraud_v1_policy, 17);
+  messageDesc(file_fraud_v1_policy, 19);
 
 /**
  * SkippedPolicy is a stored policy that no longer compiles.
@@ -700,7 +749,7 @@ export type SkippedPolicy = Message<"fraud.v1.SkippedPolicy"> & {
  * Use `create(SkippedPolicySchema)` to create a new message.
  */
 export const SkippedPolicySchema: GenMessage<SkippedPolicy> = /*@__PURE__*/
-  messageDesc(file_fraud_v1_policy, 18);
+  messageDesc(file_fraud_v1_policy, 20);
 
 /**
  * BacktestTransition counts one kind of change.
@@ -735,7 +784,7 @@ export type BacktestTransition = Message<"fraud.v1.BacktestTransition"> & {
  * Use `create(BacktestTransitionSchema)` to create a new message.
  */
 export const BacktestTransitionSchema: GenMessage<BacktestTransition> = /*@__PURE__*/
-  messageDesc(file_fraud_v1_policy, 19);
+  messageDesc(file_fraud_v1_policy, 21);
 
 /**
  * BacktestExample is one decision the policy would change.
@@ -791,7 +840,7 @@ export type BacktestExample = Message<"fraud.v1.BacktestExample"> & {
  * Use `create(BacktestExampleSchema)` to create a new message.
  */
 export const BacktestExampleSchema: GenMessage<BacktestExample> = /*@__PURE__*/
-  messageDesc(file_fraud_v1_policy, 20);
+  messageDesc(file_fraud_v1_policy, 22);
 
 /**
  * PolicyService manages the account's policies: ordered rule sets that turn
@@ -832,6 +881,19 @@ export const PolicyService: GenService<{
     methodKind: "unary";
     input: typeof GetPolicyRequestSchema;
     output: typeof GetPolicyResponseSchema;
+  },
+  /**
+   * GetPolicyVersion returns a policy as it was saved at one of its versions:
+   * the version a decision's policy results name, still there after later
+   * changes or the policy's deletion.
+   * REST: GET /api/v1/policies/{id}/versions/{version} (bare policy).
+   *
+   * @generated from rpc fraud.v1.PolicyService.GetPolicyVersion
+   */
+  getPolicyVersion: {
+    methodKind: "unary";
+    input: typeof GetPolicyVersionRequestSchema;
+    output: typeof GetPolicyVersionResponseSchema;
   },
   /**
    * UpdatePolicy replaces a policy's fields and bumps its version.
