@@ -59,6 +59,8 @@ export class DecisionEngine {
   private readonly pools: Promise<Pools>;
   /** Backtests not finished yet: the one running and those waiting for the thread. */
   private backtestsUnfinished = 0;
+  /** The evaluation batches, once the pools exist. */
+  private batches: EngineBatches | undefined;
 
   private constructor(private readonly options: DecisionEngineOptions) {
     const loadStarted = performance.now();
@@ -73,19 +75,21 @@ export class DecisionEngine {
       }
       const workerData: Omit<EngineWorkerData, "role"> = { reference, dataDir: options.dataDir, storeLatencyMs: options.storeLatencyMs ?? 0 };
       const filename = new URL("./engine-worker-entry.mjs", import.meta.url).href;
+      const evaluations = new Piscina<EngineTask[], EngineOutcome[]>({
+        filename,
+        minThreads: options.threads,
+        maxThreads: options.threads,
+        concurrentTasksPerWorker: 2,
+        idleTimeout: Number.POSITIVE_INFINITY,
+        // A backstop: EngineBatches bounds the evaluations themselves (a task here is a batch of them).
+        maxQueue: options.queueLimit,
+        workerData: { ...workerData, role: "engine" } satisfies EngineWorkerData,
+        // Tasks are small and short-lived: a small young generation keeps each thread's footprint down.
+        resourceLimits: { maxYoungGenerationSizeMb: 8 },
+      });
+      this.batches = new EngineBatches(options.threads, options.queueLimit, evaluations);
       return {
-        engine: new EngineBatches(options.threads, options.queueLimit, new Piscina({
-          filename,
-          minThreads: options.threads,
-          maxThreads: options.threads,
-          concurrentTasksPerWorker: 2,
-          idleTimeout: Number.POSITIVE_INFINITY,
-          // A backstop: EngineBatches bounds the evaluations themselves (a task here is a batch of them).
-          maxQueue: options.queueLimit,
-          workerData: { ...workerData, role: "engine" } satisfies EngineWorkerData,
-          // Tasks are small and short-lived: a small young generation keeps each thread's footprint down.
-          resourceLimits: { maxYoungGenerationSizeMb: 8 },
-        })),
+        engine: this.batches,
         backtests: new Piscina({ filename, minThreads: 0, maxThreads: 1, idleTimeout: 60_000, maxQueue: BACKTEST_QUEUE_LIMIT + 1, workerData: { ...workerData, role: "backtest" } satisfies EngineWorkerData }),
       };
     });
@@ -149,6 +153,11 @@ export class DecisionEngine {
     return (await this.pools).engine.run({ ...task, mode: "fast" });
   }
 
+  /** Evaluations waiting for or in the pool now (the metric of the queue FRAUD_ENGINE_QUEUE_LIMIT bounds). */
+  unanswered(): number {
+    return this.batches?.unanswered ?? 0;
+  }
+
   async close(): Promise<void> {
     const pools = await this.pools.catch(() => undefined);
     if (pools) await Promise.all([pools.engine.close(), pools.backtests.close()]);
@@ -171,7 +180,7 @@ interface Waiting {
 class EngineBatches {
   private waiting: Waiting[] = [];
   /** Evaluations asked for and not answered yet, waiting or in the pool. */
-  private unanswered = 0;
+  unanswered = 0;
 
   constructor(
     private readonly threads: number,
