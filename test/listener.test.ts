@@ -79,16 +79,23 @@ describe("connection timeouts over HTTP/2", () => {
     }
   });
 
-  it("leaves a reflection stream open however long the tool keeps asking", async () => {
+  it("leaves a reflection stream open while the tool keeps asking, and cancels it once silent for the idle timeout", async () => {
     const session = http2.connect(`http://127.0.0.1:${port}`);
     try {
       const reflection = session.request({ ":method": "POST", ":path": "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo" });
-      reflection.write("first question");
-      let closed = false;
-      reflection.on("close", () => (closed = true));
-      await new Promise((resolve) => setTimeout(resolve, TIMEOUTS.requestMs + 400));
-      expect(closed).toBe(false);
-      reflection.close();
+      reflection.on("error", () => undefined);
+      let closedAt: number | undefined;
+      reflection.on("close", () => (closedAt = performance.now()));
+      // A question every 300 ms for longer than the request timeout: still open.
+      for (let i = 0; i < 4; i++) {
+        reflection.write(`question ${i}`);
+        await new Promise((resolve) => setTimeout(resolve, 300));
+      }
+      expect(closedAt).toBeUndefined();
+      const silentFrom = performance.now();
+      await expect.poll(() => closedAt, { timeout: 5_000, interval: 50 }).toBeDefined();
+      expect((closedAt ?? 0) - silentFrom).toBeGreaterThanOrEqual(TIMEOUTS.idleMs - 350);
+      expect(reflection.rstCode).toBe(http2.constants.NGHTTP2_CANCEL);
     } finally {
       session.destroy();
     }

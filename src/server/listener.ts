@@ -19,6 +19,9 @@ const HTTP2_PREFACE_START = Buffer.from("PRI");
 /** A connection that sends nothing for this long is dropped before it is classified. */
 const FIRST_BYTES_TIMEOUT_MS = 10_000;
 
+/** Streams one HTTP/2 session may have open at once. */
+const MAX_STREAMS_PER_SESSION = 256;
+
 /** gRPC server reflection's methods (v1 and v1alpha). */
 const REFLECTION_PATH_PREFIX = "/grpc.reflection.";
 
@@ -61,15 +64,18 @@ export class DualProtocolListener {
       },
       listener,
     );
-    this.http2 = http2.createServer({ maxSessionMemory: 32 }, listener);
+    // A client opens at most this many streams at once on a session (grpc-js multiplexes its calls on one).
+    this.http2 = http2.createServer({ maxSessionMemory: 32, settings: { maxConcurrentStreams: MAX_STREAMS_PER_SESSION } }, listener);
     this.http2.on("session", (session) => {
       this.sessions.add(session);
       session.once("close", () => this.sessions.delete(session));
       this.closeWhenIdle(session);
     });
     this.http2.on("stream", (stream, headers) => {
-      // Reflection is a bidirectional stream a tool keeps open while it asks: its request never "ends".
-      if (!headers[":path"]?.startsWith(REFLECTION_PATH_PREFIX)) this.limitRequestTime(stream);
+      // Reflection is a bidirectional stream a tool keeps open while it asks: its request never "ends". It is
+      // closed once it has been silent, both ways, for the idle timeout instead (it needs no key).
+      if (headers[":path"]?.startsWith(REFLECTION_PATH_PREFIX)) stream.setTimeout(this.timeouts.idleMs, () => stream.close(http2.constants.NGHTTP2_CANCEL));
+      else this.limitRequestTime(stream);
     });
     this.tcp = net.createServer((socket) => {
       this.sockets.add(socket);
@@ -126,9 +132,7 @@ export class DualProtocolListener {
   stopAccepting(): Promise<void> {
     const closed = new Promise<void>((resolve) => this.tcp.close(() => resolve()));
     for (const session of this.sessions) session.close();
-    // Also stops the HTTP/1.1 server's connection checks (armed by the 'listening' it was told of), which would
-    // otherwise keep the process alive; it closes the idle connections as well.
-    this.http1.close();
+    this.http1.closeIdleConnections();
     return closed;
   }
 

@@ -91,12 +91,17 @@ export function createListService(deps: {
     let removed = 0;
     // Ranges saved before they were stored in canonical form keep the spelling they came in (10.1.2.3/16):
     // any spelling of the range removes them too.
-    const oldSpellings = list.kind === "ip" && values.some((value) => value.includes("/")) ? deps.lists.ranges(tenant, name) : [];
+    // Worked out once for the call (ranges stored canonically, nearly all of them, are left out of it).
+    const oldSpellings = new Map<string, string[]>();
+    if (list.kind === "ip" && values.some((value) => value.includes("/"))) {
+      for (const stored of deps.lists.ranges(tenant, name)) {
+        const canonical = canonicalCidr(stored);
+        if (canonical !== null && canonical !== stored) oldSpellings.set(canonical, [...(oldSpellings.get(canonical) ?? []), stored]);
+      }
+    }
     for (const value of values) {
       if (deps.lists.removeEntry(tenant, name, value)) removed++;
-      for (const stored of oldSpellings) {
-        if (stored !== value && canonicalCidr(stored) === value && deps.lists.removeEntry(tenant, name, stored)) removed++;
-      }
+      for (const stored of oldSpellings.get(value) ?? []) if (deps.lists.removeEntry(tenant, name, stored)) removed++;
     }
     deps.lists.touch(tenant, name, deps.clock.now());
     changed(tenant, "list.entries_removed", name, { removed }, actor);
