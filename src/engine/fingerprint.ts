@@ -45,16 +45,29 @@ export function deviceFingerprint(device: DeviceInput | undefined, userAgent: st
 }
 
 /**
- * Browsers report the screen in whole CSS pixels, so CSS size × pixel ratio
- * can miss the true device size by a pixel or two at some zoom levels (1366
- * wide at 150 % reads 911 × 1.5 = 1366.5): edges are snapped to the nearest
- * multiple of this many device pixels. Real screens differ by far more.
+ * Browsers report the screen in whole CSS pixels (rounded or cut), so CSS
+ * size × pixel ratio can miss the true device size by a few pixels at some
+ * zoom levels (1366 wide at 150 % reads 911 × 1.5 = 1366.5). An edge within
+ * SCREEN_TOLERANCE of a common screen edge is taken as that edge; any other
+ * is rounded to a multiple of SCREEN_STEP. Real screens differ by far more.
+ * No two common edges here are within 2 × SCREEN_TOLERANCE of each other.
  */
+const COMMON_SCREEN_EDGES = [
+  640, 720, 750, 768, 800, 828, 864, 900, 960, 1024, 1050, 1080, 1125, 1136, 1152, 1170, 1179, 1200, 1242, 1280, 1290, 1334,
+  1366, 1440, 1536, 1600, 1620, 1664, 1680, 1800, 1920, 1964, 2048, 2160, 2208, 2224, 2256, 2340, 2388, 2400, 2436, 2532,
+  2560, 2688, 2732, 2778, 2796, 2880, 3024, 3200, 3456, 3840, 4096, 5120,
+];
+const SCREEN_TOLERANCE = 4;
 const SCREEN_STEP = 8;
+
+function snapEdge(devicePixels: number): number {
+  const common = COMMON_SCREEN_EDGES.find((edge) => Math.abs(edge - devicePixels) <= SCREEN_TOLERANCE);
+  return common ?? Math.round(devicePixels / SCREEN_STEP) * SCREEN_STEP;
+}
 
 /** The screen's longer and shorter edge in device pixels (snapped), and its colour depth. */
 function devicePixels(screen: NonNullable<DeviceInput["screen"]>): [number, number, number] {
   const ratio = screen.pixelRatio > 0 ? screen.pixelRatio : 1;
-  const snap = (cssPixels: number) => Math.round(Math.round(cssPixels * ratio) / SCREEN_STEP) * SCREEN_STEP;
-  return [snap(Math.max(screen.width, screen.height)), snap(Math.min(screen.width, screen.height)), screen.colorDepth];
+  const edge = (cssPixels: number) => snapEdge(Math.round(cssPixels * ratio));
+  return [edge(Math.max(screen.width, screen.height)), edge(Math.min(screen.width, screen.height)), screen.colorDepth];
 }

@@ -372,16 +372,23 @@ describe("deviceFingerprint", () => {
     expect(rotated.canonical).toBe(first.canonical);
   });
 
-  it("is stable across browser zoom, which scales the CSS-pixel screen (in whole pixels) and the pixel ratio together", () => {
+  it("is stable across display scaling and browser zoom, which scale the CSS-pixel screen (in whole pixels) and the pixel ratio together", () => {
     const desktop = cleanDesktopLogin();
-    const hashOf = (width: number, height: number, zoom: number) =>
+    const hashOf = (width: number, height: number, ratio: number, whole: (n: number) => number = Math.round) =>
       deviceFingerprint(
-        // Browsers report whole CSS pixels.
-        { ...desktop.device, screen: { width: Math.round(width / zoom), height: Math.round(height / zoom), colorDepth: 24, pixelRatio: zoom } },
+        { ...desktop.device, screen: { width: whole(width / ratio), height: whole(height / ratio), colorDepth: 24, pixelRatio: ratio } },
         USER_AGENTS.windowsChrome,
       ).deviceHash;
-    for (const [width, height] of [[1366, 768], [1280, 720], [1600, 900], [1920, 1080], [1536, 864], [2560, 1440]] as const) {
-      for (const zoom of [0.67, 0.8, 0.9, 1.1, 1.25, 1.5, 1.75, 2]) expect(hashOf(width, height, zoom), `${width}x${height} at ${zoom}`).toBe(hashOf(width, height, 1));
+    const screens = [[1366, 768], [1280, 720], [1600, 900], [1440, 900], [1920, 1080], [1536, 864], [2560, 1440], [2880, 1800], [3024, 1964], [3840, 2160]] as const;
+    for (const [width, height] of screens) {
+      for (const scaling of [1, 1.25, 1.5, 2]) {
+        for (const zoom of [0.67, 0.8, 0.9, 1.1, 1.25, 1.5, 1.75, 2, 3]) {
+          // Whole CSS pixels, rounded or cut, as browsers differ.
+          for (const whole of [Math.round, Math.floor]) {
+            expect(hashOf(width, height, scaling * zoom, whole), `${width}x${height} at ${scaling} x ${zoom}`).toBe(hashOf(width, height, 1));
+          }
+        }
+      }
     }
     // A different screen is a different device.
     expect(hashOf(2560, 1440, 1)).not.toBe(hashOf(1920, 1080, 1));
