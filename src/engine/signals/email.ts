@@ -107,14 +107,31 @@ function longestRun(text: string, pattern: RegExp): number {
  */
 function looksRandom(localPart: string): boolean {
   const digits = localPart.match(/\d+/g) ?? [];
+  const consonants = longestRun(localPart, /[bcdfghjklmnpqrstvwxz]+/g);
+  const switches = letterDigitSwitches(localPart);
+  // Each tell counts once; the two no name ever shows count twice (ten consonants in a row, or letters and
+  // digits swapping seven times: "qwrtplkjhgf", "a8f3k2m9").
   const tells = [
-    digits.some((run) => run.length >= 6 && !isDate(run)),
-    longestRun(localPart, /[bcdfghjklmnpqrstvwxz]+/g) >= 7,
-    // From 10 characters: shorter names hardly repeat a letter either (tom481239).
-    localPart.length >= 10 && shannonEntropy(localPart) >= 0.95 * Math.log2(localPart.length),
-    (localPart.match(/[a-z]\d|\d[a-z]/g) ?? []).length >= 4,
+    digits.some((run) => run.length >= 6 && !isDate(run)) ? 1 : 0,
+    consonants >= 10 ? 2 : consonants >= 7 ? 1 : 0,
+    // From 12 characters: in shorter ones, a name and a number hardly repeat a character (jack193847).
+    localPart.length >= 12 && shannonEntropy(localPart) >= 0.95 * Math.log2(localPart.length) ? 1 : 0,
+    switches >= 7 ? 2 : switches >= 5 ? 1 : 0,
   ];
-  return tells.filter(Boolean).length >= 2;
+  return tells.reduce((sum, tell) => sum + tell, 0) >= 2;
+}
+
+/** How often a letter is followed by a digit or a digit by a letter ("a8f3" switches three times). */
+function letterDigitSwitches(text: string): number {
+  let switches = 0;
+  for (let i = 1; i < text.length; i++) {
+    const before = text[i - 1] as string;
+    const after = text[i] as string;
+    const letterThenDigit = /[a-z]/.test(before) && /\d/.test(after);
+    const digitThenLetter = /\d/.test(before) && /[a-z]/.test(after);
+    if (letterThenDigit || digitThenLetter) switches++;
+  }
+  return switches;
 }
 
 /** A date as people write theirs into addresses: YYYYMMDD, DDMMYYYY, MMDDYYYY, YYMMDD or DDMMYY. */
