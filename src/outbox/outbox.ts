@@ -352,43 +352,50 @@ export class Outbox {
   private wake(): void {
     if (this.stopped) return;
     clearTimeout(this.timer);
-    this.startDue(this.clock.now(), true);
-    this.timer = setTimeout(() => this.wake(), POLL_MS).unref();
+    const lookAgainIn = this.startDue(this.clock.now(), true);
+    this.timer = setTimeout(() => this.wake(), Math.min(POLL_MS, lookAgainIn ?? POLL_MS)).unref();
   }
 
   /**
    * Starts the due tasks that are not already running, up to BATCH at once.
    * Each task is settled as soon as it ends, so a slow one (a webhook waiting
-   * out its timeout) holds up nothing else.
+   * out its timeout) holds up nothing else. Returns, for the background
+   * runner, how soon it should look again when it put off a look.
    */
-  private startDue(dueBy = this.clock.now(), background = false): void {
-    if (this.abandoned) return;
-    // A second look only when a tenant's share filled up during the first: the rows after its may be others'.
-    for (let look = 0; look < 2; look++) {
-      const room = BATCH - this.inFlight.size;
-      if (room <= 0) return;
-      const full = [...this.runningPerTenant].filter(([, running]) => running >= MAX_RUNNING_PER_TENANT).map(([tenant]) => tenant);
-      // Past a full tenant's due rows the look walks all of them (7 ms for 50,000): the background runner, woken
-      // by every enqueue and every completion, looks past them at most every FULL_TENANT_LOOK_MS.
-      if (full.length > 0 && background) {
-        const now = performance.now();
-        if (now - this.lastLookPastFull < FULL_TENANT_LOOK_MS) return;
-        this.lastLookPastFull = now;
-      }
-      let filledUp = false;
-      for (const due of this.dueStmt.all(dueBy, JSON.stringify(full), room + this.inFlight.size)) {
-        if (this.inFlight.size >= BATCH) return;
-        if (this.inFlight.has(due.id)) continue;
-        const tenant = tenantKey(due.account_id, due.environment);
-        if ((this.runningPerTenant.get(tenant) ?? 0) >= MAX_RUNNING_PER_TENANT) {
-          filledUp = true;
-          continue;
-        }
-        const row = this.rowStmt.get(due.id);
-        if (row) this.begin(row, tenant);
-      }
-      if (!filledUp) return;
+  private startDue(dueBy = this.clock.now(), background = false): number | undefined {
+    if (this.abandoned) return undefined;
+    // The head of the queue first: cheap, and all there is to it unless a tenant's share is full.
+    if (!this.look(dueBy, [])) return undefined;
+    // Then past the tenants whose share is full: that walks all their due rows (7 ms for 50,000), so the
+    // background runner, woken by every enqueue and every completion, does it at most every FULL_TENANT_LOOK_MS
+    // and comes back when that time is up.
+    if (background) {
+      const wait = this.lastLookPastFull + FULL_TENANT_LOOK_MS - performance.now();
+      if (wait > 0) return wait;
+      this.lastLookPastFull = performance.now();
     }
+    const full = [...this.runningPerTenant].filter(([, running]) => running >= MAX_RUNNING_PER_TENANT).map(([tenant]) => tenant);
+    this.look(dueBy, full);
+    return undefined;
+  }
+
+  /** Starts the due tasks of tenants not in `past`, while there is room; true when it met a full tenant's. */
+  private look(dueBy: number, past: readonly string[]): boolean {
+    const room = BATCH - this.inFlight.size;
+    if (room <= 0) return false;
+    let metFull = false;
+    for (const due of this.dueStmt.all(dueBy, JSON.stringify(past), room + this.inFlight.size)) {
+      if (this.inFlight.size >= BATCH) return false;
+      if (this.inFlight.has(due.id)) continue;
+      const tenant = tenantKey(due.account_id, due.environment);
+      if ((this.runningPerTenant.get(tenant) ?? 0) >= MAX_RUNNING_PER_TENANT) {
+        metFull = true;
+        continue;
+      }
+      const row = this.rowStmt.get(due.id);
+      if (row) this.begin(row, tenant);
+    }
+    return metFull;
   }
 
   private begin(row: OutboxRow, tenant: string): void {
