@@ -125,7 +125,8 @@ function checkScalar(scalar: ScalarType, value: JsonValue, prefix: string, name:
   }
 }
 
-const SIXTY_FOUR_BIT: ReadonlySet<ScalarType> = new Set([ScalarType.INT64, ScalarType.UINT64, ScalarType.SINT64, ScalarType.FIXED64, ScalarType.SFIXED64]);
+/** The 64-bit integer types, which protobuf JSON writes as strings (a double cannot hold them all). */
+export const SIXTY_FOUR_BIT: ReadonlySet<ScalarType> = new Set([ScalarType.INT64, ScalarType.UINT64, ScalarType.SINT64, ScalarType.FIXED64, ScalarType.SFIXED64]);
 
 const MAX_EXACT = BigInt(Number.MAX_SAFE_INTEGER);
 

@@ -18,7 +18,7 @@ import type { CallContext } from "../api/context.js";
 import { allContracts, type MethodContract } from "../api/contract.js";
 import { apiError, describeError } from "../api/errors.js";
 import { decodePlainJson } from "../api/json-decode.js";
-import { jsonShapeViolations } from "../api/json-shape.js";
+import { SIXTY_FOUR_BIT, jsonShapeViolations } from "../api/json-shape.js";
 import type { UnaryInvoker } from "../api/unary-invoker.js";
 import { invalidRequest } from "../api/validation.js";
 
@@ -223,7 +223,8 @@ export class RestGateway {
       // Path segments are text: a number field (a version) takes its value as a query parameter would.
       const converted = convertParameter(field, value, "path");
       const inBody = input[field.jsonName];
-      if (inBody !== undefined && inBody !== converted) {
+      // Compared as text: a 64-bit integer may be a JSON number in the body and text in the path.
+      if (inBody !== undefined && String(inBody) !== String(converted)) {
         throw apiError("VALIDATION_ERROR", `${field.jsonName} in the body differs from the path`, {
           fieldViolations: [{ field: field.jsonName, description: "differs from the path" }],
         });
@@ -323,7 +324,8 @@ function convertParameter(field: DescField, raw: string, where: "query" | "path"
         fieldViolations: [{ field: field.jsonName, description: "must be a number" }],
       });
     }
-    return value;
+    // A 64-bit integer stays text, as protobuf JSON writes it: a double cannot hold them all.
+    return SIXTY_FOUR_BIT.has(scalar) ? raw.trim() : value;
   }
   return raw;
 }
