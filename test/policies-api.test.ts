@@ -12,6 +12,8 @@ const TOR_EXIT = "185.220.101.45";
 const clock = new ManualClock();
 let server: TestServer;
 let key: string;
+/** The same account's test environment: its own policies. */
+let testKey: string;
 let otherKey: string;
 const events: WebhookEvent[] = [];
 let torDir: string;
@@ -26,7 +28,9 @@ beforeAll(async () => {
   server.app.events.addSink({ wants: () => true, deliver: (_tenant, event) => {
     events.push(event);
   } });
-  key = server.createAccount("Acme").keys.live.secret;
+  const acme = server.createAccount("Acme");
+  key = acme.keys.live.secret;
+  testKey = acme.keys.test.secret;
   otherKey = server.createAccount("Globex").keys.live.secret;
 });
 afterAll(async () => {
@@ -279,6 +283,7 @@ describe("policy versions", () => {
     expect((await call<PolicyJson>("GET", "/api/v1/policies/pol_default_thresholds/versions/1")).body.builtIn).toBe(true);
     expect((await call<ErrorJson>("GET", `/api/v1/policies/${id}/versions/3`)).body.error).toMatchObject({ code: "NOT_FOUND", message: `no version 3 of policy ${id}` });
     expect((await call<ErrorJson>("GET", `/api/v1/policies/${id}/versions/1`, undefined, otherKey)).status).toBe(404);
+    expect((await call<ErrorJson>("GET", `/api/v1/policies/${id}/versions/1`, undefined, testKey)).status).toBe(404);
     const notNumber = await call<ErrorJson>("GET", `/api/v1/policies/${id}/versions/first`);
     expect(notNumber.status).toBe(400);
     expect(notNumber.body.error.message).toBe("path parameter version must be a number");
@@ -299,6 +304,8 @@ describe("lists saved by an earlier release", () => {
     expect(removed).toMatchObject({ status: 200, body: { data: { removed: 1 } } });
     expect((await as<{ data: { list: { entryCount: number } } }>("GET", "/api/v1/lists/ranges")).body.data.list.entryCount).toBe(0);
     expect((await as("GET", "/api/v1/lists/null")).status).toBe(200);
+    // And the account's decisions go on: its lists, that one included, still build.
+    expect((await as("POST", "/api/v1/decide", { userId: "after_old_lists", action: "login" })).status).toBe(200);
     expect((await as("DELETE", "/api/v1/lists/null")).status).toBe(204);
     // A new one cannot take such a name.
     expect((await as<ErrorJson>("PUT", "/api/v1/lists/null", { kind: "user", type: "deny" })).status).toBe(400);
