@@ -70,6 +70,26 @@ export interface ApiErrorOptions {
   cause?: unknown;
 }
 
+/**
+ * Thrown by any part of the service that is at capacity (a bounded queue is
+ * full): the caller may try again shortly. The error interceptor answers it
+ * as 503 SERVICE_UNAVAILABLE with Retry-After, wherever it comes from.
+ */
+export class AtCapacityError extends Error {
+  constructor(
+    message: string,
+    readonly retryAfterSeconds = 1,
+  ) {
+    super(message);
+    this.name = "AtCapacityError";
+  }
+}
+
+/** A fault of the service as its client sees it: the request id to quote, nothing of the cause (that goes to the log). */
+export function internalError(requestId: string, cause: unknown): ConnectError {
+  return apiError("INTERNAL_ERROR", `internal error; quote request id ${requestId} when reporting it`, { cause });
+}
+
 /** The one way handlers and interceptors fail a call, whatever the protocol. */
 export function apiError(code: ErrorCode, message: string, options: ApiErrorOptions = {}): ConnectError {
   const detail = create(ErrorDetailSchema, {

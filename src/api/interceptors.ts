@@ -4,7 +4,7 @@ import type { KeyService } from "../auth/key-service.js";
 import type { Logger } from "../log.js";
 import { callContext } from "./context.js";
 import { contractOf } from "./contract.js";
-import { ERROR_CODE_HEADER, apiError } from "./errors.js";
+import { AtCapacityError, ERROR_CODE_HEADER, apiError, internalError } from "./errors.js";
 import type { RateLimitCheck, RateLimitOutcome, RateLimiter } from "./rate-limiter.js";
 import { invalidRequest, validateMessage } from "./validation.js";
 
@@ -32,15 +32,16 @@ export function errorInterceptor(logger: Logger): Interceptor {
       } else if (raw instanceof ConnectError && raw.cause === undefined && raw.code !== Code.Unknown && raw.code !== Code.Internal) {
         // A protocol-level error (bad deadline, unsupported encoding, ...): its message is safe.
         error = raw;
+      } else if (raw instanceof AtCapacityError) {
+        // An overload the client can retry, not a fault.
+        error = apiError("SERVICE_UNAVAILABLE", `${raw.message}: retry in a second`, { retryAfterSeconds: raw.retryAfterSeconds, cause: raw });
       } else {
         logger.log("error", "unhandled error", {
           requestId: context.requestId,
           rpc: `${req.service.typeName}/${req.method.name}`,
           error: raw instanceof Error ? (raw.stack ?? raw.message) : String(raw),
         });
-        error = apiError("INTERNAL_ERROR", `internal error; quote request id ${context.requestId} when reporting it`, {
-          cause: raw,
-        });
+        error = internalError(context.requestId, raw);
       }
       error.metadata.set(REQUEST_ID_HEADER, context.requestId);
       context.error = error;

@@ -1,4 +1,5 @@
 import { Piscina } from "piscina";
+import { AtCapacityError } from "../api/errors.js";
 import { DEFAULT_WEIGHTS, type ReferenceDataOptions } from "../engine/index.js";
 import type { BacktestOutcome, BacktestTask } from "./backtest.js";
 import type { EngineOutcome, EngineTask } from "./engine-types.js";
@@ -12,22 +13,11 @@ export interface DecisionEngineOptions {
   threads: number;
   /** How long decide waits for the comprehensive path before answering from the fast path. */
   comprehensiveBudgetMs: number;
-  /** Evaluations waiting for or in the pool before more are refused with EngineBusyError. */
+  /** Evaluations waiting for or in the pool before more are refused with AtCapacityError (503). */
   queueLimit: number;
   /** Fault injection for tests: extra latency before every store read in the workers. */
   storeLatencyMs?: number;
   logger: Logger;
-}
-
-/**
- * The engine refused work because its bounded queue is full: an overload the
- * caller can retry shortly, not a fault (the API answers 503 with Retry-After).
- */
-export class EngineBusyError extends Error {
-  constructor(what: string) {
-    super(`${what} queue is full`);
-    this.name = "EngineBusyError";
-  }
 }
 
 /** Backtests waiting for their thread before more are refused; each can take seconds. */
@@ -106,7 +96,7 @@ export class DecisionEngine {
     const pools = await this.pools;
     // Counted here rather than left to Piscina's maxQueue (one more, for the task that waits while the
     // thread starts), whose refusal is a plain Error.
-    if (this.backtestsUnfinished > BACKTEST_QUEUE_LIMIT) throw new EngineBusyError("the backtest");
+    if (this.backtestsUnfinished > BACKTEST_QUEUE_LIMIT) throw new AtCapacityError("the backtest queue is full");
     this.backtestsUnfinished++;
     try {
       return await pools.backtests.run(task, { name: "backtest" });
@@ -191,7 +181,7 @@ class EngineBatches {
 
   run(task: EngineTask): Promise<EngineOutcome> {
     // Bounded: under overload, fail fast instead of queueing without limit.
-    if (this.unanswered >= this.queueLimit) return Promise.reject(new EngineBusyError("the engine's"));
+    if (this.unanswered >= this.queueLimit) return Promise.reject(new AtCapacityError("the engine's queue is full"));
     this.unanswered++;
     return new Promise<EngineOutcome>((resolve, reject) => {
       if (this.waiting.push({ task, resolve, reject }) === 1) setImmediate(() => this.flush());

@@ -5,7 +5,7 @@ import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { DecisionService } from "../../gen/fraud/v1/decision_pb.js";
 import { withCallContext, type CallContext, type Protocol } from "../api/context.js";
-import { apiError, describeError } from "../api/errors.js";
+import { apiError, describeError, internalError } from "../api/errors.js";
 import { newId } from "../ids.js";
 import { keyHint, type Logger } from "../log.js";
 import type { HealthMonitor } from "../observability/health.js";
@@ -123,7 +123,7 @@ export class Dispatcher {
       if (!res.headersSent && !rpc) {
         // A REST answer that could not be written (its message could not be encoded): a fault of the service.
         this.deps.logger.log("error", "unhandled error", { requestId: context.requestId, route, error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
-        this.gateway.writeError(res, context, apiError("INTERNAL_ERROR", `internal error; quote request id ${context.requestId} when reporting it`, { cause: error }));
+        this.gateway.writeError(res, context, internalError(context.requestId, error));
         return;
       }
       // The connection broke mid-response: there is no one left to answer.

@@ -14,7 +14,6 @@ import { callContext } from "../api/context.js";
 import { caseForDecision } from "../cases/case-service.js";
 import { callerScope } from "./scope.js";
 import { apiError } from "../api/errors.js";
-import { unavailableWhenBusy } from "./engine-busy.js";
 import { canonicalJson, sha256Hex } from "../canonical-json.js";
 import type { Clock } from "../clock.js";
 import type { DecisionEngine } from "../decisions/engine.js";
@@ -186,7 +185,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       const policies = deps.policies.forTenant(tenant, now);
       const denylisted = onDenyList(policies, entities);
       const task = { tenant, input, entities, nowMs: now, weights, denylisted };
-      const { outcome, comprehensiveInTime, late } = await deps.engine.decide(task).catch(unavailableWhenBusy);
+      const { outcome, comprehensiveInTime, late } = await deps.engine.decide(task);
       const { result, signals } = outcome;
       const evaluation = deps.policies.evaluate(policies, {
         score: result.score,
@@ -289,16 +288,14 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       const now = deps.clock.now();
       const ip = request.ip || clientIp;
       const input = engineInput(request, ip);
-      const outcome = await deps.engine
-        .fast({
-          tenant,
-          input,
-          entities: entitiesOf(input),
-          nowMs: now,
-          weights: deps.weights.current(tenant),
-          denylisted: false,
-        })
-        .catch(unavailableWhenBusy);
+      const outcome = await deps.engine.fast({
+        tenant,
+        input,
+        entities: entitiesOf(input),
+        nowMs: now,
+        weights: deps.weights.current(tenant),
+        denylisted: false,
+      });
       const { result } = outcome;
       const fingerprint = deviceFingerprint(request.device, request.userAgent);
       // Without any device characteristics the fingerprint would be shared by everyone: add the network.

@@ -14,7 +14,6 @@ import type { PolicyRepository, StoredPolicy } from "../store/policies.js";
 import type { Tenant } from "../store/tenant.js";
 import type { AuditActor } from "../audit/entry.js";
 import type { AuditTrail } from "../audit/log.js";
-import { unavailableWhenBusy } from "./engine-busy.js";
 import { callerScope } from "./scope.js";
 
 const DAY_MS = 86_400_000;
@@ -152,17 +151,15 @@ export function createPolicyService(deps: {
     if (fromMs >= toMs) {
       throw apiError("VALIDATION_ERROR", "window.from must be before window.to", { fieldViolations: [{ field: "window.from", description: "must be before window.to" }] });
     }
-    const outcome = await deps.engine
-      .backtest({
-        tenant,
-        candidate,
-        fromMs,
-        toMs,
-        maxDecisions: window?.maxDecisions ?? MAX_BACKTEST_DECISIONS,
-        maxExamples: window?.maxExamples ?? DEFAULT_EXAMPLES,
-        nowMs: now,
-      })
-      .catch(unavailableWhenBusy);
+    const outcome = await deps.engine.backtest({
+      tenant,
+      candidate,
+      fromMs,
+      toMs,
+      maxDecisions: window?.maxDecisions ?? MAX_BACKTEST_DECISIONS,
+      maxExamples: window?.maxExamples ?? DEFAULT_EXAMPLES,
+      nowMs: now,
+    });
     return { result: toResult(outcome) };
   };
 
