@@ -21,6 +21,7 @@ import { decodePlainJson } from "../api/json-decode.js";
 import { SIXTY_FOUR_BIT, jsonShapeViolations } from "../api/json-shape.js";
 import type { UnaryInvoker } from "../api/unary-invoker.js";
 import { invalidRequest } from "../api/validation.js";
+import { readBody } from "./request-body.js";
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
@@ -238,7 +239,7 @@ export class RestGateway {
     const { maxBodyBytes } = this.options;
     const declared = Number(req.headers["content-length"] ?? NaN);
     if (declared > maxBodyBytes) throw tooLarge(maxBodyBytes);
-    const body = await readBody(req, maxBodyBytes);
+    const body = await readBody(req, maxBodyBytes, () => tooLarge(maxBodyBytes));
     if (body.length === 0) return {};
     const contentType = req.headers["content-type"] ?? "";
     if (!/^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i.test(contentType)) {
@@ -259,32 +260,6 @@ export class RestGateway {
     }
     return parsed as JsonObject;
   }
-}
-
-/**
- * The body's bytes, refused as soon as they pass the limit. Stream events
- * rather than an async iterator, whose promises and iterator objects cost the
- * request thread several microseconds on every call.
- */
-function readBody(req: NodeRequest, maxBodyBytes: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const settle = (outcome: () => void) => {
-      req.off("data", onData).off("end", onEnd).off("error", onError).off("close", onClose);
-      outcome();
-    };
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      // The rest is dropped as it comes, unkept: the answer closes the connection (writeError).
-      if (size > maxBodyBytes) settle(() => reject(tooLarge(maxBodyBytes)));
-      else chunks.push(chunk);
-    };
-    const onEnd = () => settle(() => resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size)));
-    const onError = (error: Error) => settle(() => reject(error));
-    const onClose = () => settle(() => reject(new Error("the client closed the request before its body ended")));
-    req.on("data", onData).on("end", onEnd).on("error", onError).on("close", onClose);
-  });
 }
 
 function tooLarge(limit: number): ConnectError {

@@ -14,6 +14,7 @@ import {
 } from "@connectrpc/connect/protocol-grpc";
 import type { CallContext } from "../api/context.js";
 import type { UnaryInvoker } from "../api/unary-invoker.js";
+import { readBody } from "./request-body.js";
 
 /** The envelope before each gRPC message: a flags byte and a 4-byte big-endian length. */
 const ENVELOPE_HEADER_BYTES = 5;
@@ -79,7 +80,7 @@ export class GrpcUnaryPath {
       const timeout = parseTimeout(headerValue(req.headers[headerTimeout.toLowerCase()]), MAX_TIMEOUT_MS);
       if (timeout.error) throw timeout.error;
       if (timeout.timeoutMs !== undefined) deadline.start(timeout.timeoutMs);
-      const message = decodeOne(method, await deadline.race(readBody(req, this.options.readMaxBytes)), this.options.readMaxBytes);
+      const message = decodeOne(method, await deadline.race(readBody(req, this.options.readMaxBytes + ENVELOPE_HEADER_BYTES, () => tooLarge(this.options.readMaxBytes))), this.options.readMaxBytes);
       const requestHeader = new Headers();
       for (const [name, value] of Object.entries(req.headers)) {
         if (!name.startsWith(":") && typeof value === "string") requestHeader.set(name, value);
@@ -176,23 +177,8 @@ function headerValue(value: string | string[] | undefined): string | null {
   return typeof value === "string" ? value : null;
 }
 
-function readBody(req: http2.Http2ServerRequest, readMaxBytes: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const limit = readMaxBytes + ENVELOPE_HEADER_BYTES;
-    req.on("data", (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        req.removeAllListeners("data");
-        reject(new ConnectError(`message size is larger than configured readMaxBytes ${readMaxBytes}`, Code.ResourceExhausted));
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.once("end", () => resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size)));
-    req.once("error", reject);
-  });
+function tooLarge(readMaxBytes: number): ConnectError {
+  return new ConnectError(`message size is larger than configured readMaxBytes ${readMaxBytes}`, Code.ResourceExhausted);
 }
 
 /** The request's one message; the errors Connect's gRPC handler gives for the same faults. */
