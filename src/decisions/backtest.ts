@@ -1,4 +1,3 @@
-import type { JsonObject } from "@bufbuild/protobuf";
 import type { Signals } from "../engine/index.js";
 import type { PolicyDefinition } from "../policies/index.js";
 import type { Db } from "../store/database.js";
@@ -6,6 +5,7 @@ import { ListRepository } from "../store/lists.js";
 import { PolicyRepository } from "../store/policies.js";
 import type { Tenant } from "../store/tenant.js";
 import { PolicySets, type SkippedPolicy } from "./policy-set.js";
+import type { StoredRequest } from "./record.js";
 
 export interface BacktestTask {
   tenant: Tenant;
@@ -36,18 +36,6 @@ interface ReplayRow {
   decision: string;
   score: number;
   content: string;
-}
-
-/** The stored request fields a policy reads (protobuf JSON of DecideRequest). */
-interface StoredRequest {
-  userId?: string;
-  action?: string;
-  email?: string;
-  ip?: string;
-  deviceId?: string;
-  amount?: number;
-  currency?: string;
-  metadata?: JsonObject;
 }
 
 /**

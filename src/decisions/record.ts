@@ -1,6 +1,18 @@
-import type { JsonValue } from "@bufbuild/protobuf";
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import type { Contribution } from "../engine/index.js";
 import type { StoredDecision } from "../store/decisions.js";
+
+/** The fields of a decision's stored request (its evidence's `request`: the protobuf JSON of DecideRequest) that are read back. */
+export interface StoredRequest {
+  userId?: string;
+  action?: string;
+  email?: string;
+  ip?: string;
+  deviceId?: string;
+  amount?: number;
+  currency?: string;
+  metadata?: JsonObject;
+}
 
 /** One policy's outcome on one decision, as stored and shown in GetDecision. */
 export interface PolicyResultRecord {

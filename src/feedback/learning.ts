@@ -13,12 +13,14 @@ export const MAX_SHIFT = 0.05;
 const NO_MOVE = 1e-9;
 
 /** fraud, chargeback and abuse say the decision should have been risky; legitimate and valid say it was not. */
+const IS_FRAUD: Readonly<Record<ActualOutcome, boolean>> = { fraud: true, chargeback: true, abuse: true, legitimate: false, valid: false };
+
 export function isFraudOutcome(outcome: ActualOutcome): boolean {
-  return outcome === "fraud" || outcome === "chargeback" || outcome === "abuse";
+  return IS_FRAUD[outcome];
 }
 
 /** The other labels: the decision's request was the user's own. */
-export const NOT_FRAUD_OUTCOMES: readonly ActualOutcome[] = ["legitimate", "valid"];
+export const NOT_FRAUD_OUTCOMES: readonly ActualOutcome[] = (Object.keys(IS_FRAUD) as ActualOutcome[]).filter((outcome) => !IS_FRAUD[outcome]);
 
 /** Half the L1 distance: the weight that moved from some categories to others. */
 export function totalShift(from: Record<Category, number>, to: Record<Category, number>): number {

@@ -6,7 +6,7 @@ import { sha256Hex } from "../canonical-json.js";
 import type { Clock } from "../clock.js";
 import { indicatorsOf } from "../consortium/indicators.js";
 import { queueIndicators } from "../consortium/sharing.js";
-import type { DecisionDetails } from "../decisions/record.js";
+import type { DecisionDetails, StoredRequest } from "../decisions/record.js";
 import { DEFAULT_WEIGHTS, paymentOf, scoreSignals, type Signals } from "../engine/index.js";
 import type { EventPublisher } from "../events/publisher.js";
 import { entitiesOfRequest, entityKeys, entityValueOfKind } from "../graph/entities.js";
@@ -141,7 +141,7 @@ export class FeedbackProcessor {
           // proves legitimate afterwards (a challenge passed) teaches it now: once, whatever labels came between.
           // A later fraud label does not take the lesson back: the profile keeps no record of what taught it.
           if (!fraud && decision.decision !== "allow" && !feedback.everLabelled(tenant, decision.id, NOT_FRAUD_OUTCOMES)) {
-            this.deps.history.learn(tenant, lessonOf(decision.userId, evidence), decision.createdAt);
+            this.deps.history.learn(tenant, lessonOf(decision.userId, entities, evidence), decision.createdAt);
           }
           feedback.insert(tenant, {
             id: applied.feedbackId,
@@ -289,14 +289,9 @@ export class FeedbackProcessor {
 }
 
 /** What a decision's verified evidence teaches the user's profile: its device, IP country and payment. */
-function lessonOf(userId: string, evidence: VerifiedEvidence): ProfileLesson {
-  const request = (typeof evidence.request === "object" && evidence.request !== null && !Array.isArray(evidence.request) ? evidence.request : {}) as Record<string, JsonValue>;
-  const text = (value: JsonValue | undefined) => (typeof value === "string" ? value : "");
-  const payment = paymentOf({
-    action: text(request.action),
-    amount: typeof request.amount === "number" ? request.amount : undefined,
-    currency: text(request.currency),
-  });
-  return { userId, deviceId: text(request.deviceId), country: evidence.signals.geo.country, ...lessonPayment(payment) };
+function lessonOf(userId: string, entities: DecisionEntities, evidence: VerifiedEvidence): ProfileLesson {
+  // The decide's own protobuf JSON, its integrity verified above.
+  const request = evidence.request as StoredRequest;
+  const payment = paymentOf({ action: request.action ?? "", amount: request.amount, currency: request.currency });
+  return { userId, deviceId: entities.deviceId, country: evidence.signals.geo.country, ...lessonPayment(payment) };
 }
-

@@ -16,7 +16,6 @@ import { callerScope } from "./scope.js";
 
 const DEFAULT_PAGE = 100;
 
-
 function toNamedList(list: StoredList): MessageInitShape<typeof NamedListSchema> {
   return {
     name: list.name,
@@ -39,7 +38,6 @@ function checkName(name: string): void {
 
 /** A new list's name must also be one a rule can write after `lists.` (lists saved before stay usable through the API). */
 function checkNewName(name: string): void {
-  checkName(name);
   if (!isUsableNewListName(name)) {
     const rule = "is a word rules reserve (null, true, in, AND, OR, NOT, ...): no rule could name the list";
     throw apiError("VALIDATION_ERROR", `list name "${name}" ${rule}`, { fieldViolations: [{ field: "name", description: rule }] });
@@ -67,7 +65,7 @@ export function createListService(deps: {
 
   const put = deps.db.transaction((tenant: Tenant, list: Pick<StoredList, "name" | "kind" | "type" | "description" | "automatic">, actor: AuditActor) => {
     const now = deps.clock.now();
-    if (!deps.lists.get(tenant, list.name, now) && deps.lists.list(tenant, now).length >= MAX_LISTS) {
+    if (!deps.lists.get(tenant, list.name, now) && deps.lists.count(tenant) >= MAX_LISTS) {
       throw apiError("CONFLICT", `this account and environment already hold ${MAX_LISTS} lists, the most allowed; delete one first`);
     }
     deps.lists.put(tenant, list, now);
@@ -90,8 +88,7 @@ export function createListService(deps: {
     const { name } = list;
     let removed = 0;
     // Ranges saved before they were stored in canonical form keep the spelling they came in (10.1.2.3/16):
-    // any spelling of the range removes them too.
-    // Worked out once for the call (ranges stored canonically, nearly all of them, are left out of it).
+    // any spelling of the range removes them too. Their canonical forms are worked out once for the call.
     const oldSpellings = new Map<string, string[]>();
     if (list.kind === "ip" && values.some((value) => value.includes("/"))) {
       for (const stored of deps.lists.ranges(tenant, name)) {

@@ -104,7 +104,7 @@ export function createPolicyService(deps: {
   // Each change and its signed audit entry commit together.
   const write = deps.db.transaction((tenant: Tenant, policy: StoredPolicy, isNew: boolean, actor: AuditActor) => {
     // Counted inside the write's transaction, so two creations at once cannot both pass.
-    if (isNew && deps.policies.list(tenant).length >= MAX_POLICIES) {
+    if (isNew && deps.policies.count(tenant) >= MAX_POLICIES) {
       throw apiError("CONFLICT", `this account and environment already hold ${MAX_POLICIES} policies, the most allowed; delete one first`);
     }
     deps.policies.save(tenant, policy, isNew);

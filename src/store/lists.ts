@@ -56,6 +56,7 @@ export class ListRepository {
   private readonly putEntryStmt;
   private readonly removeEntryStmt;
   private readonly rangesStmt;
+  private readonly countStmt;
   private readonly pruneStmt;
 
   constructor(db: Db) {
@@ -98,6 +99,7 @@ export class ListRepository {
       "DELETE FROM list_entries WHERE account_id = ? AND environment = ? AND list_name = ? AND value = ?",
     );
     this.pruneStmt = db.prepare<[number]>("DELETE FROM list_entries WHERE expires_at IS NOT NULL AND expires_at <= ?");
+    this.countStmt = db.prepare<[string, string], { n: number }>("SELECT COUNT(*) AS n FROM lists WHERE account_id = ? AND environment = ?");
     this.rangesStmt = db.prepare<[string, string, string], { value: string }>(
       "SELECT value FROM list_entries WHERE account_id = ? AND environment = ? AND list_name = ? AND value LIKE '%/%'",
     );
@@ -147,6 +149,11 @@ export class ListRepository {
 
   removeEntry(tenant: Tenant, name: string, value: string): boolean {
     return this.removeEntryStmt.run(tenant.accountId, tenant.environment, name, value).changes === 1;
+  }
+
+  /** How many lists the tenant holds (without counting their entries, as list() does). */
+  count(tenant: Tenant): number {
+    return this.countStmt.get(tenant.accountId, tenant.environment)?.n ?? 0;
   }
 
   /** The list's CIDR ranges as stored (entries holding a "/"). */

@@ -53,6 +53,7 @@ export class PolicyRepository {
   private readonly deleteStmt;
   private readonly versionStmt;
   private readonly snapshotStmt;
+  private readonly countStmt;
 
   constructor(db: Db) {
     this.listStmt = db.prepare<[string, string], PolicyRow>(
@@ -71,9 +72,15 @@ export class PolicyRepository {
     this.versionStmt = db.prepare(
       "INSERT INTO policy_versions VALUES (@id, @version, @accountId, @environment, @snapshot, @updatedAt)",
     );
+    this.countStmt = db.prepare<[string, string], { n: number }>("SELECT COUNT(*) AS n FROM policies WHERE account_id = ? AND environment = ?");
     this.snapshotStmt = db.prepare<[string, number, string, string], { snapshot: string }>(
       "SELECT snapshot FROM policy_versions WHERE policy_id = ? AND version = ? AND account_id = ? AND environment = ?",
     );
+  }
+
+  /** How many policies the tenant holds. */
+  count(tenant: Tenant): number {
+    return this.countStmt.get(tenant.accountId, tenant.environment)?.n ?? 0;
   }
 
   /** The policy as saved at `version` (the snapshot its save recorded); kept after later saves and deletion. */
