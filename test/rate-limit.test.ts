@@ -3,6 +3,7 @@ import * as grpc from "@grpc/grpc-js";
 import { RateLimiter } from "../src/api/rate-limiter.js";
 import { DecisionService, AnalyzeRequestSchema, AnalyzeResponseSchema } from "../gen/fraud/v1/decision_pb.js";
 import { ManualClock } from "./helpers/clock.js";
+import { seededRandom } from "./helpers/random.js";
 import { grpcClient, grpcUnary } from "./helpers/grpc.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
 
@@ -47,8 +48,7 @@ describe("RateLimiter (sliding log)", () => {
     const limiter = new RateLimiter(clock);
     const check = { name: "w", key: "k", limit: 7, windowMs: 1_000 };
     const admittedAt: number[] = [];
-    let seed = 42;
-    const random = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+    const random = seededRandom(42);
     for (let i = 0; i < 5_000; i++) {
       clock.advance(Math.floor(random() * 120));
       const now = clock.now();

@@ -220,27 +220,13 @@ export class DecisionStore {
 
   /** The first transaction; when the commit itself fails, none of the batch is stored. */
   write(batch: readonly StoredDecisionWrite[]): WriteReport {
-    let firstError: unknown;
-    try {
-      const { results, followUps } = this.writeAll.immediate(batch);
-      this.pending.push(...followUps);
-      return { results };
-    } catch (error) {
-      firstError = error;
-    }
-    const failAll = (error: unknown): WriteReport => {
-      const message = messageOf(error);
+    const outcome = wholeThenParts(() => this.writeAll.immediate(batch), () => this.writeEach.immediate(batch));
+    if ("error" in outcome) {
+      const message = messageOf(outcome.error);
       return { results: batch.map(() => ({ kind: "failed", message })) };
-    };
-    if (isLocked(firstError)) return failAll(firstError);
-    // One of the writes failed (or the commit): find out which, storing the others.
-    try {
-      const { results, followUps } = this.writeEach.immediate(batch);
-      this.pending.push(...followUps);
-      return { results, retriedAfter: messageOf(firstError) };
-    } catch (error) {
-      return failAll(error);
     }
+    this.pending.push(...outcome.value.followUps);
+    return { results: outcome.value.results, ...(outcome.retriedAfter !== undefined && { retriedAfter: outcome.retriedAfter }) };
   }
 
   /**
@@ -257,25 +243,33 @@ export class DecisionStore {
 
   private runFollowUps(pending: readonly PendingFollowUps[]): FollowUpReport {
     if (pending.length === 0) return { failed: 0, queuedEvents: false };
-    let firstError: unknown;
-    try {
-      return this.followUpAll.immediate(pending);
-    } catch (error) {
-      firstError = error;
+    const outcome = wholeThenParts(() => this.followUpAll.immediate(pending), () => this.followUpEach.immediate(pending));
+    // Failed ones keep their tasks in the outbox: its runner retries them after the grace period.
+    if ("error" in outcome) {
+      return { failed: pending.reduce((sum, group) => sum + group.followUps.length, 0), queuedEvents: false, error: messageOf(outcome.error) };
     }
-    // Their tasks stay in the outbox: its runner retries them after the grace period.
-    const failAll = (error: unknown): FollowUpReport => ({
-      failed: pending.reduce((sum, group) => sum + group.followUps.length, 0),
-      queuedEvents: false,
-      error: messageOf(error),
-    });
-    if (isLocked(firstError)) return failAll(firstError);
-    // One group failed (or the commit): find out which, carrying out the others.
-    try {
-      return { ...this.followUpEach.immediate(pending), retriedAfter: messageOf(firstError) };
-    } catch (error) {
-      return failAll(error);
-    }
+    return { ...outcome.value, ...(outcome.retriedAfter !== undefined && { retriedAfter: outcome.retriedAfter }) };
+  }
+}
+
+/**
+ * The batch's one transaction, which nearly always succeeds; when it fails,
+ * the part-by-part one, which finds what failed and keeps the rest, and why
+ * the first failed. Not when the database stayed locked: a second attempt
+ * would wait as long again and find the same, with callers waiting meanwhile.
+ */
+function wholeThenParts<T>(whole: () => T, parts: () => T): { value: T; retriedAfter?: string } | { error: unknown } {
+  let firstError: unknown;
+  try {
+    return { value: whole() };
+  } catch (error) {
+    firstError = error;
+  }
+  if (isLocked(firstError)) return { error: firstError };
+  try {
+    return { value: parts(), retriedAfter: messageOf(firstError) };
+  } catch (error) {
+    return { error };
   }
 }
 
@@ -283,10 +277,7 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-/**
- * The database stayed locked for the whole busy_timeout: a second attempt
- * would wait as long again and find the same, with callers waiting meanwhile.
- */
+/** The database stayed locked for the whole busy_timeout. */
 function isLocked(error: unknown): boolean {
   return error instanceof Error && "code" in error && typeof error.code === "string" && error.code.startsWith("SQLITE_BUSY");
 }

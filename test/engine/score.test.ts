@@ -201,8 +201,7 @@ describe("properties", () => {
     const tenths = (r: typeof result) => r.contributions.reduce((sum, contribution) => sum + Math.round(contribution.points * 10), 0);
     expect(tenths(result)).toBe(result.score * 10);
     // Exactly, whatever fired: each share is rounded so that the tenths still add up.
-    let seed = 7;
-    const random = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+    const random = seededRandom(7);
     for (let trial = 0; trial < 2_000; trial++) {
       const combination = scoreSignals(withMutations(ALL_CODES.filter(() => random() < 0.15)), DEFAULT_WEIGHTS);
       expect(tenths(combination)).toBe(combination.contributions.length > 0 ? combination.score * 10 : 0);
