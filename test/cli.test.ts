@@ -68,8 +68,10 @@ describe("fraudctl against a running server", () => {
     expect(await listCases(account.keys.live.secret)).not.toBe(401);
 
     const byId = await runFraudctl(["keys", "rotate", rotated.replaces, "--json"], env);
-    expect(byId.code).toBe(2);
+    // A refusal, not a wrong command line: exit 1, without the usage text.
+    expect(byId.code).toBe(1);
     expect(byId.stderr).toMatch(/already rotated/);
+    expect(byId.stderr).not.toMatch(/Usage:/);
   });
 
   it("revokes a key by id with immediate effect", async () => {
@@ -118,7 +120,7 @@ describe("fraudctl against a running server", () => {
 
   it("names an unknown account instead of listing no keys for it, or acting on nothing", async () => {
     const result = await runFraudctl(["keys", "list", "--account", "acct_nope"], env);
-    expect(result.code).toBe(2);
+    expect(result.code).toBe(1);
     expect(result.stderr).toMatch(/no account acct_nope/);
     for (const args of [
       ["dlq", "list", "--account", "acct_nope", "--env", "live"],
@@ -127,8 +129,9 @@ describe("fraudctl against a running server", () => {
       ["keys", "create", "--account", "acct_nope", "--env", "live", "--type", "secret"],
     ]) {
       const refused = await runFraudctl(args, env);
-      expect(refused.code, args.join(" ")).toBe(2);
+      expect(refused.code, args.join(" ")).toBe(1);
       expect(refused.stderr, args.join(" ")).toMatch(/no account acct_nope/);
+      expect(refused.stderr, args.join(" ")).not.toMatch(/Usage:/);
     }
   });
 

@@ -59,16 +59,23 @@ Usage:
   fraudctl consortium show --account ID --env test|live [--json]
   fraudctl consortium disable --account ID --env test|live
 
+Exit codes: 0 done; 1 refused or failed (what it names does not exist or cannot be
+done, no database, a broken audit chain); 2 a wrong command line.
+
 Environment: FRAUD_DATA_DIR (default ./data), PORT (8080), HOST (0.0.0.0).
 `;
 
+/** The command line itself is wrong: exit code 2, with the usage text. */
 class UsageError extends Error {}
+
+/** The command line is right, but what it names does not exist or cannot be done: exit code 1, as a broken audit chain is. */
+class Refusal extends Error {}
 
 /** The account and environment a command works on: --account, which must exist (a typo must not act on, or list, nothing in silence), and --env. */
 function tenantOption(command: string, values: { account?: string | undefined; env?: string | undefined }, accounts: AccountRepository): Tenant {
   if (!values.account) throw new UsageError(`${command} needs --account`);
   if (values.env !== "test" && values.env !== "live") throw new UsageError("--env must be test or live");
-  if (!accounts.get(values.account)) throw new UsageError(`no account ${values.account}`);
+  if (!accounts.get(values.account)) throw new Refusal(`no account ${values.account}`);
   return { accountId: values.account, environment: values.env };
 }
 
@@ -90,7 +97,7 @@ export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv =
     if (startsAccount) accountCreation(rest);
     const databasePath = path.join(config.dataDir, DATABASE_FILE);
     if (!startsAccount && !fs.existsSync(databasePath)) {
-      throw new Error(`no database at ${databasePath}: set FRAUD_DATA_DIR to the service's data directory`);
+      throw new Refusal(`no database at ${databasePath}: set FRAUD_DATA_DIR to the service's data directory`);
     }
     const db = openDatabase(config.dataDir);
     try {
@@ -115,10 +122,15 @@ export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv =
       db.close();
     }
   } catch (error) {
-    if (error instanceof UsageError || error instanceof KeyError || (error instanceof TypeError && "code" in error)) {
+    // parseArgs reports a malformed command line as a TypeError with a code (ERR_PARSE_ARGS_...).
+    if (error instanceof UsageError || (error instanceof TypeError && "code" in error)) {
       io.err(`fraudctl: ${error.message}\n`);
       if (error instanceof UsageError) io.err(USAGE);
       return 2;
+    }
+    if (error instanceof Refusal || error instanceof KeyError) {
+      io.err(`fraudctl: ${error.message}\n`);
+      return 1;
     }
     throw error;
   }
@@ -345,10 +357,7 @@ function dlqCommand(action: Action<"dlq">, args: string[], db: Db, accounts: Acc
     const target = positionals[0];
     if (!target || positionals.length > 1) throw new UsageError("dlq replay takes exactly one ID");
     const taskId = taskIdOf(target);
-    if (taskId === undefined || !outbox.replay(tenant, taskId)) {
-      io.err(`fraudctl: no dead letter ${target} in ${tenant.accountId} (${tenant.environment})\n`);
-      return 1;
-    }
+    if (taskId === undefined || !outbox.replay(tenant, taskId)) throw new Refusal(`no dead letter ${target} in ${tenant.accountId} (${tenant.environment})`);
     io.out(`${target} queued again\n`);
     return 0;
   }
