@@ -1,4 +1,5 @@
 // WebSocket delivery with a real `ws` client, on the same port as everything else.
+import crypto from "node:crypto";
 import http from "node:http";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -48,10 +49,10 @@ function connect(query: string, headers: Record<string, string>, autoPong = true
   });
 }
 
-async function decide(): Promise<void> {
+async function decide(key = keys.test.secret): Promise<void> {
   const res = await fetch(`${server.url}/api/v1/decide`, {
     method: "POST",
-    headers: { "content-type": "application/json", "x-api-key": keys.test.secret },
+    headers: { "content-type": "application/json", "x-api-key": key },
     body: JSON.stringify({ userId: "streamed", action: "login", ip: UK_IP, ...HUMAN_DESKTOP }),
   });
   expect(res.status).toBe(200);
@@ -84,6 +85,74 @@ describe("WebSocket connections that should end", () => {
     expect(lively.socket.readyState).toBe(WebSocket.OPEN);
     lively.socket.close();
   });
+});
+
+/** A stream connection opened by hand that then stops reading, as a stuck client does: nothing it is sent is taken off its socket. */
+function openStalledStream(endpointId: string, key: string): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(server.port, "127.0.0.1", () => {
+      socket.write(
+        `GET /api/v1/events/stream?endpoint=${endpointId} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
+          `Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${crypto.randomBytes(16).toString("base64")}\r\nX-API-Key: ${key}\r\n\r\n`,
+      );
+    });
+    let head = "";
+    const onData = (chunk: Buffer) => {
+      head += chunk.toString("latin1");
+      if (!head.includes("\r\n\r\n")) return;
+      socket.off("data", onData);
+      if (!head.startsWith("HTTP/1.1 101 ")) return reject(new Error(`refused: ${head.split("\r\n")[0]}`));
+      socket.pause();
+      resolve(socket);
+    };
+    socket.on("data", onData);
+    socket.once("error", reject);
+  });
+}
+
+describe("A stream client that stops reading", () => {
+  it("is dropped once 1 MiB waits for it, while a client that reads keeps its stream", async () => {
+    // An account of its own: its policies and its flood of events stay out of the other tests.
+    const key = server.createAccount("Flooded", { decide: 1000 }).keys.test.secret;
+    const endpoint = await createStreamEndpoint(key, ["policy.triggered"]);
+    // Twenty shadow policies whose one rule always matches, each with a 4 KB condition: every decide
+    // publishes twenty policy.triggered events of about 5 KB, so a few megabytes are sent within seconds.
+    const padding = "x".repeat(4_000);
+    for (let i = 0; i < 20; i++) {
+      const res = await fetch(`${server.url}/api/v1/policies`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": key },
+        body: JSON.stringify({ name: `bulky ${i}`, rules: [{ condition: `"${padding}" != ""`, action: "challenge", description: "always" }] }),
+      });
+      expect(res.status).toBe(201);
+    }
+    const stalled = await openStalledStream(endpoint.id, key);
+    const reader = await connect(`?endpoint=${endpoint.id}`, { "x-api-key": key });
+    if (!("socket" in reader)) throw new Error("refused");
+    const dropped = () => server.logs.find((line) => line.includes("event stream client dropped"));
+    // The kernel's socket buffers take the first few megabytes; the stream's own buffer fills after them.
+    for (let sent = 0; sent < 400 && dropped() === undefined; sent++) {
+      await decide(key);
+      await server.app.settled();
+    }
+    const line = dropped();
+    expect(line, "the stalled client was never dropped").toBeDefined();
+    expect((JSON.parse(line ?? "{}") as { buffered: number }).buffered).toBeGreaterThan(1 << 20);
+    // Its connection is closed: once it reads again it finds the end after what it was sent.
+    const closed = new Promise<void>((resolve) => stalled.once("close", () => resolve()));
+    stalled.on("data", () => undefined);
+    stalled.resume();
+    await closed;
+    // The reading client stays connected and keeps receiving: it gets the next decide's twenty events too.
+    await expect.poll(() => reader.messages.length, { timeout: 10_000 }).toBeGreaterThan(20);
+    const before = reader.messages.length;
+    await decide(key);
+    await server.app.settled();
+    await expect.poll(() => reader.messages.length, { timeout: 10_000 }).toBeGreaterThanOrEqual(before + 20);
+    expect(reader.messages.every((message) => message.type === "policy.triggered")).toBe(true);
+    expect(reader.socket.readyState).toBe(WebSocket.OPEN);
+    reader.socket.close();
+  }, 60_000);
 });
 
 describe("WebSocket delivery", () => {
