@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { hashIndicator, normalizeEmail, signBatch, type Indicator } from "../src/consortium/indicators.js";
+import { hashIndicator, indicatorsOf, normalizeEmail, signBatch, type Indicator } from "../src/consortium/indicators.js";
 import { HUMAN_DESKTOP } from "./helpers/inputs.js";
 import { runFraudctl } from "./helpers/process.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
@@ -95,6 +95,13 @@ describe("consortium sharing between two installations", () => {
     for (const secret of ["mallory", "dev_mallory_1", "81.2.69.222", memberMerchant.account.id, "a_customer_9"]) expect(stored).not.toContain(secret);
     expect(stored).toContain(hashIndicator(CONSORTIUM_KEY, "email", "malloryfraud@gmail.com"));
     expect(normalizeEmail(" Mallory.Fraud+shop@GoogleMail.com ")).toBe("malloryfraud@gmail.com");
+  });
+
+  it("shares no address that is not public: a backend's own would match every member's customers", () => {
+    expect(indicatorsOf({ email: "", deviceId: "", ip: "::ffff:81.2.69.222" }, CONSORTIUM_KEY)).toEqual([{ type: "ip", hash: hashIndicator(CONSORTIUM_KEY, "ip", "81.2.69.222") }]);
+    for (const ip of ["127.0.0.1", "10.0.0.5", "192.168.1.20", "100.64.3.4", "fd00::1"]) {
+      expect(indicatorsOf({ email: "", deviceId: "", ip }, CONSORTIUM_KEY), ip).toEqual([]);
+    }
   });
 
   it("accepts only signed, fresh batches from keys with consortium:write, and stores a batch once", async () => {

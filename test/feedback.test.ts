@@ -370,6 +370,37 @@ describe("the fraud graph", () => {
     expect((await signalsOf(globex.keys.live.secret, outsider.decisionId)).graph.linkedToFraud).toBe(false);
   });
 
+  it("joins nothing on an address that is not public: the backend's own, when decides leave ip out", async () => {
+    const backend = server.createAccount("Backend", { decide: 1000 });
+    const key = backend.keys.live.secret;
+    expect((await call(key, "PUT", "/api/v1/lists/auto_ips", { kind: "ip", type: "deny", automatic: true })).status).toBe(200);
+    type Velocity = { velocity: { ip: { lastMinute: number; lastDay: number }; usersPerIp24h: number } };
+    const velocityOf = async (decisionId: string) =>
+      (await call<{ data: { signals: Velocity } }>(key, "GET", `/api/v1/decisions/${decisionId}`)).body.data.signals.velocity;
+    // Twelve customers served by one backend that sends no ip: each decide comes from 127.0.0.1.
+    const made = [];
+    for (let i = 0; i < 12; i++) {
+      made.push(await decide(key, { userId: `customer_${i}`, action: "login", deviceId: `dev_customer_${i}`, email: `customer${i}@example.com`, ...HUMAN_DESKTOP }));
+    }
+    const fraud = await feedback(key, { decisionId: made[0]?.decisionId, actualOutcome: "fraud" });
+    expect(fraud.status).toBe(200);
+    expect(server.app.db.prepare("SELECT value FROM list_entries WHERE account_id = ? AND list_name = 'auto_ips'").all(backend.account.id)).toEqual([]);
+
+    clock.advance(HOUR);
+    const next = await decide(key, { userId: "customer_next", action: "login", deviceId: "dev_customer_next", email: "next@example.com", ...HUMAN_DESKTOP });
+    expect((await signalsOf(key, next.decisionId)).graph).toMatchObject({ linkedToFraud: false, hops: null });
+    expect(await velocityOf(next.decisionId)).toMatchObject({ ip: { lastMinute: 0, lastDay: 0 }, usersPerIp24h: 0 });
+    expect(next.reasons.filter((reason) => reason.startsWith("VELOCITY") || reason === "FRAUD_GRAPH_LINK" || reason === "DENYLISTED")).toEqual([]);
+
+    // A public address shared by customers is counted, and links them.
+    for (let i = 0; i < 3; i++) {
+      await decide(key, { userId: `office_${i}`, action: "login", deviceId: `dev_office_${i}`, ip: "81.2.69.230", ...HUMAN_DESKTOP });
+    }
+    const office = await decide(key, { userId: "office_3", action: "login", deviceId: "dev_office_3", ip: "81.2.69.230", ...HUMAN_DESKTOP });
+    // Three decides before this one; four users with this one.
+    expect(await velocityOf(office.decisionId)).toMatchObject({ ip: { lastMinute: 3 }, usersPerIp24h: 4 });
+  });
+
   it("feeds fraud-labelled entities into the account's automatic deny lists", async () => {
     const shop = server.createAccount("Shop");
     const key = shop.keys.live.secret;

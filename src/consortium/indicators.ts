@@ -5,7 +5,7 @@
 
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { canonicalJson } from "../canonical-json.js";
-import { canonicalEmail, parseIp } from "../engine/index.js";
+import { canonicalEmail, publicIpText } from "../engine/index.js";
 import type { DecisionEntities } from "../store/history.js";
 
 const INDICATOR_TYPES = ["email", "device", "ip"] as const;
@@ -55,7 +55,8 @@ export function indicatorsOf(entities: Pick<DecisionEntities, "email" | "deviceI
   const values: Array<[IndicatorType, string]> = [
     ["email", normalizeEmail(entities.email)],
     ["device", entities.deviceId.trim()],
-    ["ip", entities.ip ? (parseIp(entities.ip)?.text ?? "") : ""],
+    // Public addresses only: a backend's own private address would match every member's.
+    ["ip", publicIpText(entities.ip)],
   ];
   return values.filter(([, value]) => value !== "").map(([type, value]) => ({ type, hash: hashIndicator(key, type, value) }));
 }

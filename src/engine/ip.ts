@@ -49,6 +49,19 @@ export function isReservedRangeType(rangeType: IpRangeType): boolean {
   return RESERVED_RANGE_TYPES.has(rangeType);
 }
 
+/**
+ * The canonical text of a public address; "" for anything else. Only a public
+ * address can join decisions together (velocity counters, the fraud graph,
+ * automatic deny lists, consortium indicators): a private, CGNAT, loopback,
+ * link-local or reserved one names no one's network. It is what a backend's
+ * own address looks like when a decide leaves `ip` out, and joining on it
+ * would tie every user behind that backend together.
+ */
+export function publicIpText(input: string): string {
+  const ip = input === "" ? null : parseIp(input);
+  return ip !== null && classifyIp(ip) === "public" ? ip.text : "";
+}
+
 const IPV4_MAPPED_PREFIX = 0xffffn << 32n;
 const IPV4_MAPPED_MASK = ~0xffffffffn & ((1n << 128n) - 1n);
 

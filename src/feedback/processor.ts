@@ -7,7 +7,7 @@ import type { Clock } from "../clock.js";
 import { indicatorsOf } from "../consortium/indicators.js";
 import { queueIndicators } from "../consortium/sharing.js";
 import type { DecisionDetails, StoredRequest } from "../decisions/record.js";
-import { DEFAULT_WEIGHTS, paymentOf, scoreSignals, type Signals } from "../engine/index.js";
+import { DEFAULT_WEIGHTS, paymentOf, publicIpText, scoreSignals, type Signals } from "../engine/index.js";
 import type { EventPublisher } from "../events/publisher.js";
 import { entitiesOfRequest, entityKeys, entityValueOfKind } from "../graph/entities.js";
 import { newId } from "../ids.js";
@@ -273,9 +273,11 @@ export class FeedbackProcessor {
   /** Adds the decision's entities to the account's automatic deny lists of their kind; the entries added. */
   private addToAutomaticLists(tenant: Tenant, entities: DecisionEntities, now: number): Array<{ list: string; value: string }> {
     const added: Array<{ list: string; value: string }> = [];
+    // A private address (the backend's own, when decides leave `ip` out) would deny everyone behind it.
+    const linkable: DecisionEntities = { ...entities, ip: publicIpText(entities.ip) };
     for (const list of this.deps.lists.list(tenant, now)) {
       if (!list.automatic || list.type !== "deny") continue;
-      const value = normalizeListEntry(list.kind, entityValueOfKind(entities, list.kind));
+      const value = normalizeListEntry(list.kind, entityValueOfKind(linkable, list.kind));
       if (value === null) continue;
       // A full list takes no more (the label's other effects still apply): it holds what people review.
       if (list.entryCount >= MAX_LIST_ENTRIES) continue;

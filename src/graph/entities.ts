@@ -1,5 +1,5 @@
 import type { JsonValue } from "@bufbuild/protobuf";
-import { canonicalEmail, parseIp } from "../engine/index.js";
+import { canonicalEmail, publicIpText } from "../engine/index.js";
 import type { ListKind } from "../policies/index.js";
 import type { DecisionEntities } from "../store/history.js";
 
@@ -8,15 +8,6 @@ const ENTITY_TAGS = { user: "u", device: "d", ip: "i", email: "e", card: "c", ac
 export type EntityKind = keyof typeof ENTITY_TAGS;
 /** A decision's entity keys by kind, "" for an entity it did not carry. */
 export type EntityKeys = Record<EntityKind, string>;
-
-/**
- * An IP as entity keys hold it: canonical text (RFC 5952 lowercase and
- * compressed, IPv4-mapped IPv6 as IPv4), so notation variants of one address
- * are one entity; text that is not an IP is kept as it came.
- */
-export function ipKey(ip: string): string {
-  return parseIp(ip)?.text ?? ip;
-}
 
 /** The entity value a list kind (user, email, ip, device) takes from a decision's entities, as the request carried it. */
 export function entityValueOfKind(entities: DecisionEntities, kind: ListKind): string {
@@ -53,16 +44,17 @@ export function metadataIdentifiers(metadata: { [key: string]: JsonValue } | und
 /**
  * The key of each of a decision's entities, "" for one it did not carry. Keys
  * carry a type tag, so a user id can never collide with an e-mail or IP;
- * e-mails are compared case-insensitively and IPs in canonical form, so the
- * same entity always has the same key. The fraud graph and the history's
- * velocity counters both key entities this way.
+ * e-mails are compared case-insensitively and IPs in canonical form (RFC 5952,
+ * IPv4-mapped IPv6 as IPv4), so the same entity always has the same key. An IP
+ * that is not public is no entity at all ({@link publicIpText}). The fraud
+ * graph and the history's velocity counters both key entities this way.
  */
 export function entityKeysByKind(entities: DecisionEntities): EntityKeys {
   const key = (kind: EntityKind, value: string | undefined) => (value ? `${ENTITY_TAGS[kind]}:${value}` : "");
   return {
     user: key("user", entities.userId),
     device: key("device", entities.deviceId),
-    ip: key("ip", entities.ip && ipKey(entities.ip)),
+    ip: key("ip", publicIpText(entities.ip)),
     email: key("email", canonicalEmail(entities.email)),
     card: key("card", entities.cardFingerprint),
     account: key("account", entities.accountNumber),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { classifyIp, parseCidr, parseIp } from "../../src/engine/ip.js";
+import { classifyIp, parseCidr, parseIp, publicIpText } from "../../src/engine/ip.js";
 import { IpRangeSet, parseTorExitList } from "../../src/engine/ip-lists.js";
 import { TOR_BULK_EXIT_LIST, TOR_EXIT_ADDRESSES } from "./fixtures.js";
 
@@ -54,6 +54,17 @@ describe("classifyIp", () => {
     ["4000::1", "reserved"],
   ])("%s is %s", (text, rangeType) => {
     expect(rangeTypeOf(text)).toBe(rangeType);
+  });
+});
+
+describe("publicIpText", () => {
+  it("gives a public address in canonical form, and nothing for any other", () => {
+    expect(publicIpText("81.2.69.160")).toBe("81.2.69.160");
+    expect(publicIpText("::ffff:81.2.69.160")).toBe("81.2.69.160");
+    expect(publicIpText("2001:4860:4860:0:0:0:0:8888")).toBe("2001:4860:4860::8888");
+    for (const other of ["", "not an ip", "10.0.0.5", "100.64.0.1", "127.0.0.1", "::1", "::ffff:127.0.0.1", "169.254.10.10", "fd12::1", "203.0.113.9", "0.0.0.0", "224.0.0.251"]) {
+      expect(publicIpText(other), other).toBe("");
+    }
   });
 });
 
