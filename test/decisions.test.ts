@@ -251,6 +251,35 @@ describe("POST /api/v1/analyze", () => {
     expect(other.body.deviceHash).toBe(a.body.deviceHash);
   });
 
+  it("tells apart visitors who send no device data by their network, and keeps each one's id", async () => {
+    const browser = { action: "login", userAgent: HUMAN_DESKTOP.userAgent };
+    const alice = await analyze(acme.keys.test.secret, { ...browser, userId: "alice", ip: "81.2.69.160" });
+    const bob = await analyze(acme.keys.test.secret, { ...browser, userId: "bob", ip: "81.2.69.161" });
+    const aliceAgain = await analyze(acme.keys.test.secret, { ...browser, userId: "alice", ip: "::ffff:81.2.69.160" });
+    expect(bob.body.visitorId).not.toBe(alice.body.visitorId);
+    expect(aliceAgain.body.visitorId).toBe(alice.body.visitorId);
+    // An IPv6 client keeps its id while its address rotates within its /64.
+    const v6 = await analyze(acme.keys.test.secret, { ...browser, ip: "2a02:c7f:1234:5678::1" });
+    const v6Rotated = await analyze(acme.keys.test.secret, { ...browser, ip: "2a02:c7f:1234:5678:a1b2:c3d4:e5f6:1" });
+    const v6Elsewhere = await analyze(acme.keys.test.secret, { ...browser, ip: "2a02:c7f:1234:5679::1" });
+    expect(v6Rotated.body.visitorId).toBe(v6.body.visitorId);
+    expect(v6Elsewhere.body.visitorId).not.toBe(v6.body.visitorId);
+    // A caller's own device id wins over both.
+    const byId = await analyze(acme.keys.test.secret, { ...browser, deviceId: "dev_alice", ip: "81.2.69.160" });
+    const byIdElsewhere = await analyze(acme.keys.test.secret, { ...browser, deviceId: "dev_alice", ip: "81.2.69.99" });
+    expect(byIdElsewhere.body.visitorId).toBe(byId.body.visitorId);
+    expect(byId.body.visitorId).not.toBe(alice.body.visitorId);
+  });
+
+  it("gives the same device unrelated ids in the test and live environments", async () => {
+    const device = { action: "login", ip: UK_IP, ...HUMAN_DESKTOP };
+    const inTest = await analyze(acme.keys.test.secret, device);
+    const inLive = await analyze(acme.keys.live.secret, device);
+    expect(inLive.body.visitorId).not.toBe(inTest.body.visitorId);
+    expect(inLive.body.deviceFingerprintId).not.toBe(inTest.body.deviceFingerprintId);
+    expect(inLive.body.deviceHash).toBe(inTest.body.deviceHash);
+  });
+
   it("bands elevated risk and lowers coverage without device data", async () => {
     const risky = await analyze(acme.keys.test.secret, { action: "signup", ...botAttack(TOR_EXIT) });
     expect(["high", "critical"]).toContain(risky.body.riskLevel);

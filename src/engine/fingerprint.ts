@@ -6,6 +6,7 @@
 // only meant for display and grouping.
 
 import { hash } from "node:crypto";
+import { canonicalCidr, parseIp } from "./ip.js";
 import { computeUserAgentSignals } from "./signals/user-agent.js";
 import type { DeviceInput } from "./types.js";
 
@@ -42,6 +43,22 @@ export function deviceFingerprint(device: DeviceInput | undefined, userAgent: st
   const canonical = JSON.stringify(stable);
   const deviceHash = hash("sha256", canonical, "hex").slice(0, DEVICE_HASH_LENGTH);
   return { canonical, deviceHash };
+}
+
+/**
+ * What a visitor id is derived from: the caller's own `deviceId` when it sent
+ * one, else the fingerprint. Without a `device` object the fingerprint holds
+ * only the user agent's browser, OS and device type, the same for everyone on
+ * one browser version's family, so the client's network is added: its IPv4
+ * address, or the /64 of its IPv6 address (a household's or a phone's prefix,
+ * which outlives the address's daily rotation).
+ */
+export function visitorKey(deviceId: string, device: DeviceInput | undefined, fingerprint: DeviceFingerprint, ip: string): string {
+  if (deviceId !== "") return `device:${deviceId}`;
+  if (device !== undefined) return `fingerprint:${fingerprint.canonical}`;
+  const parsed = parseIp(ip);
+  const network = parsed === null ? ip : parsed.version === 4 ? parsed.text : canonicalCidr(`${parsed.text}/64`);
+  return `fingerprint:${fingerprint.canonical}|network:${network ?? ip}`;
 }
 
 /**

@@ -16,7 +16,7 @@ export {
   REASON_MIN_POINTS,
 } from "./score.js";
 export type { Contribution, Decision, RiskLevel, ScoreResult } from "./score.js";
-export { deviceFingerprint } from "./fingerprint.js";
+export { deviceFingerprint, visitorKey } from "./fingerprint.js";
 export type { DeviceFingerprint } from "./fingerprint.js";
 export { parseIp, classifyIp, publicIpText } from "./ip.js";
 export { canonicalEmail } from "./signals/email.js";

@@ -28,6 +28,7 @@ import {
   hasElevatedRisk,
   paymentOf,
   riskLevelFromScore,
+  visitorKey,
   type EngineInput,
   type Signals,
 } from "../engine/index.js";
@@ -298,9 +299,8 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       });
       const { result } = outcome;
       const fingerprint = deviceFingerprint(request.device, request.userAgent);
-      // Without any device characteristics the fingerprint would be shared by everyone: add the network.
-      const deviceKey = request.deviceId || (request.device || request.userAgent ? fingerprint.canonical : `${fingerprint.canonical}|${ip}`);
-      const visitorId = `vis_${keyedId(tenant.accountId, "visitor", deviceKey)}`;
+      // Keyed per account and environment: the same device has unrelated ids in test and live.
+      const visitorId = `vis_${keyedId(tenant.accountId, `visitor:${tenant.environment}`, visitorKey(request.deviceId, request.device, fingerprint, ip))}`;
       const riskLevel = riskLevelFromScore(result.score);
       const decisionId = newId("dec");
       deps.analyzeState.put(tenant, `visitor:${visitorId}`, { lastDecisionId: decisionId, riskLevel, score: result.score, at: now }, now + ANALYZE_STATE_TTL_MS);
@@ -308,7 +308,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
         decision: decideFromScore(result.score),
         riskLevel,
         visitorId,
-        deviceFingerprintId: `dfp_${keyedId(tenant.accountId, "fingerprint", fingerprint.canonical)}`,
+        deviceFingerprintId: `dfp_${keyedId(tenant.accountId, `fingerprint:${tenant.environment}`, fingerprint.canonical)}`,
         deviceHash: fingerprint.deviceHash,
         hasElevatedRisk: hasElevatedRisk(riskLevel),
         riskReasons: result.reasons.filter((reason) => reason !== "LOW_RISK"),
