@@ -271,6 +271,18 @@ describe("POST /api/v1/analyze", () => {
     expect(byId.body.visitorId).not.toBe(alice.body.visitorId);
   });
 
+  it("reads the account's deny lists as decide does", async () => {
+    const key = acme.keys.live.secret;
+    const send = (method: string, path: string, body: unknown) =>
+      fetch(`${server.url}${path}`, { method, headers: { "content-type": "application/json", "x-api-key": key }, body: JSON.stringify(body) });
+    expect((await send("PUT", "/api/v1/lists/analyze_blocked_users", { kind: "user", type: "deny" })).status).toBe(200);
+    expect((await send("POST", "/api/v1/lists/analyze_blocked_users/entries", { entries: [{ value: "mallory" }] })).status).toBe(200);
+    const listed = await analyze(key, { userId: "mallory", action: "login", ip: UK_IP, ...HUMAN_DESKTOP });
+    expect(listed.body).toMatchObject({ decision: "deny", hasElevatedRisk: true, riskReasons: expect.arrayContaining(["DENYLISTED"]) });
+    const other = await analyze(key, { userId: "trent", action: "login", ip: UK_IP, ...HUMAN_DESKTOP });
+    expect(other.body).toMatchObject({ decision: "allow", riskReasons: [] });
+  });
+
   it("gives the same device unrelated ids in the test and live environments", async () => {
     const device = { action: "login", ip: UK_IP, ...HUMAN_DESKTOP };
     const inTest = await analyze(acme.keys.test.secret, device);

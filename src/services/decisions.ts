@@ -289,13 +289,15 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       const now = deps.clock.now();
       const ip = request.ip || clientIp;
       const input = engineInput(request, ip);
+      const entities = entitiesOf(input);
       const outcome = await deps.engine.fast({
         tenant,
         input,
-        entities: entitiesOf(input),
+        entities,
         nowMs: now,
         weights: deps.weights.current(tenant),
-        denylisted: false,
+        // A denylisted entity is a hard signal here as in decide: it never reads as low risk.
+        denylisted: onDenyList(deps.policies.forTenant(tenant, now), entities),
       });
       const { result } = outcome;
       const fingerprint = deviceFingerprint(request.device, request.userAgent);
