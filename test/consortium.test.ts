@@ -139,6 +139,14 @@ describe("consortium sharing between two installations", () => {
     const refused = await runFraudctl(["consortium", "set", "--account", memberMerchant.account.id, "--env", "live", "--key", "short"], { FRAUD_DATA_DIR: member.dataDir });
     expect(refused.code).toBe(2);
     expect(refused.stderr).toContain("at least 32 characters");
+    // The test environment shares with a test key only: its labels must not reach the live consortium.
+    const crossed = await runFraudctl(
+      ["consortium", "set", "--account", memberMerchant.account.id, "--env", "test", "--key", CONSORTIUM_KEY, "--url", `${hub.url}/api/v1/consortium/indicators`, "--token", memberToken],
+      { FRAUD_DATA_DIR: member.dataDir, FRAUD_WEBHOOK_ALLOW_PRIVATE: "true" },
+    );
+    expect(crossed.code).toBe(2);
+    expect(crossed.stderr).toContain("the token is a live key: the test environment shares with a test key only");
+    expect((await runFraudctl(["consortium", "show", "--account", memberMerchant.account.id, "--env", "test", "--json"], { FRAUD_DATA_DIR: member.dataDir })).stdout).toContain('"member":false');
     await fraudctl(member, ["consortium", "disable", "--account", memberMerchant.account.id, "--env", "live"]);
     const labelled = await decide(member, memberMerchant.keys.live.secret, { ...fraudster, userId: "a_customer_10" });
     const { body } = await post<{ data: { consortiumShared: boolean } }>(member, memberMerchant.keys.live.secret, "/api/v1/feedback", { decisionId: labelled.decisionId, actualOutcome: "fraud" });

@@ -392,7 +392,7 @@ function consortiumCommand(
   const membership = new ConsortiumMembership(repository, audit, clock);
   if (action === "set") {
     const input = { key: values.key ?? "", shareUrl: values.url ?? "", shareToken: values.token ?? "" };
-    const problems = membershipProblems(input, { allowPrivate });
+    const problems = membershipProblems(input, tenant.environment, { allowPrivate });
     if (problems.length > 0) throw new UsageError(problems.join("; "));
     membership.set(tenant, actor, input);
     io.out(`${tenant.accountId} (${tenant.environment}) is a consortium member${input.shareUrl ? `, sharing with ${input.shareUrl}` : ", not sharing"}\n`);

@@ -1,4 +1,5 @@
 import type { AuditActor } from "../audit/entry.js";
+import { parseKeyShape, type Environment } from "../auth/keys.js";
 import type { AuditTrail } from "../audit/log.js";
 import type { Clock } from "../clock.js";
 import type { ConsortiumRepository } from "../store/consortium.js";
@@ -13,11 +14,17 @@ export interface MembershipInput {
   shareToken: string;
 }
 
-/** Why a membership cannot be saved; empty when it can. */
-export function membershipProblems(input: MembershipInput, guard: GuardOptions): string[] {
+/** Why a membership of an account's environment cannot be saved; empty when it can. */
+export function membershipProblems(input: MembershipInput, environment: Environment, guard: GuardOptions): string[] {
   const problems: string[] = [];
   if (input.key.length < MIN_CONSORTIUM_KEY_LENGTH) problems.push(`the consortium key must have at least ${MIN_CONSORTIUM_KEY_LENGTH} characters`);
   if ((input.shareUrl === "") !== (input.shareToken === "")) problems.push("sharing needs both the URL and the token");
+  // The hub files what it receives under the environment of the key it receives it with: a test
+  // account sharing with a live key would put its test labels into the live consortium, and the reverse.
+  const tokenEnvironment = parseKeyShape(input.shareToken)?.environment;
+  if (tokenEnvironment !== undefined && tokenEnvironment !== environment) {
+    problems.push(`the token is a ${tokenEnvironment} key: the ${environment} environment shares with a ${environment} key only`);
+  }
   if (input.shareUrl !== "") {
     const problem = checkWebhookUrl(input.shareUrl, guard);
     if (problem) problems.push(`the URL is refused: ${problem.message}`);
