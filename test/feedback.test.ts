@@ -221,6 +221,13 @@ describe("POST /api/v1/feedback", () => {
     // The legitimate label took the fraud labels off the decision's entities.
     const labels = server.app.db.prepare("SELECT COUNT(*) AS n FROM graph_labels WHERE decision_id = ?").get(made.decisionId) as { n: number };
     expect(labels.n).toBe(0);
+    // A label repeated changes nothing in the graph, and says so.
+    const third = await feedback(acme.keys.test.secret, { decisionId: made.decisionId, actualOutcome: "valid" });
+    expect(third.body.data).toMatchObject({ replacedPrevious: true, graphUpdated: false });
+    const fraudAgain = await feedback(acme.keys.test.secret, { decisionId: made.decisionId, actualOutcome: "fraud" });
+    expect(fraudAgain.body.data.graphUpdated).toBe(true);
+    const fraudOnceMore = await feedback(acme.keys.test.secret, { decisionId: made.decisionId, actualOutcome: "chargeback" });
+    expect(fraudOnceMore.body.data.graphUpdated).toBe(false);
   });
 
   it("refuses feedback on tampered evidence with EVIDENCE_TAMPERED and records the refusal in the audit log", async () => {

@@ -27,6 +27,7 @@ export interface GraphLink {
 export class GraphRepository {
   private readonly insertEdgeStmt;
   private readonly clearLabelsStmt;
+  private readonly labelsOfDecisionStmt;
   private readonly insertLabelStmt;
   private readonly labelledStmt;
   private readonly anyLabelStmt;
@@ -39,6 +40,9 @@ export class GraphRepository {
     this.clearLabelsStmt = db.prepare<[string, string, string]>(
       "DELETE FROM graph_labels WHERE decision_id = ? AND account_id = ? AND environment = ?",
     );
+    this.labelsOfDecisionStmt = db
+      .prepare<[string, string, string], string>("SELECT entity FROM graph_labels WHERE decision_id = ? AND account_id = ? AND environment = ?")
+      .pluck();
     this.insertLabelStmt = db.prepare<[string, string, string, string]>("INSERT OR IGNORE INTO graph_labels VALUES (?, ?, ?, ?)");
     this.anyLabelStmt = db.prepare<[string, string], { one: number }>(
       "SELECT 1 AS one FROM graph_labels WHERE account_id = ? AND environment = ? LIMIT 1",
@@ -67,14 +71,16 @@ export class GraphRepository {
   /**
    * Sets the labels a decision gives its entities: fraud labels them all, a
    * legitimate label removes what an earlier label of the same decision set.
-   * True when any label was added or removed.
+   * True when the decision's labels changed (a fraud label repeated changes nothing).
    */
   label(tenant: Tenant, decisionId: string, entities: readonly string[], fraud: boolean): boolean {
-    let changed = this.clearLabelsStmt.run(decisionId, tenant.accountId, tenant.environment).changes;
-    if (fraud) {
-      for (const entity of entities) changed += this.insertLabelStmt.run(tenant.accountId, tenant.environment, entity, decisionId).changes;
-    }
-    return changed > 0;
+    const { accountId, environment } = tenant;
+    const before = new Set(this.labelsOfDecisionStmt.all(decisionId, accountId, environment));
+    const after = new Set(fraud ? entities : []);
+    if (before.size === after.size && [...after].every((entity) => before.has(entity))) return false;
+    this.clearLabelsStmt.run(decisionId, accountId, environment);
+    for (const entity of after) this.insertLabelStmt.run(accountId, environment, entity, decisionId);
+    return true;
   }
 
   /** Fraud-labelled entities within two hops of `entities` (a request's, before it is recorded). */
