@@ -44,6 +44,8 @@ async function fraudDecisions(count: number, prefix: string): Promise<string[]> 
     const { data } = (await res.json()) as { data: { evidenceId: string } };
     ids.push((server.app.db.prepare("SELECT id FROM decisions WHERE evidence_id = ?").get(data.evidenceId) as { id: string }).id);
   }
+  // Their signed audit entries, which feedback checks their evidence against, follow the answers.
+  await server.app.settled();
   return ids;
 }
 
@@ -104,6 +106,8 @@ describe("weights under concurrent feedback from several processes", () => {
       },
     });
     const outbox = new Outbox(db, systemClock, silentLogger);
+    const auditStore = new SqliteAuditStore(db);
+    const auditSigner = AuditSigner.loadOrCreate(server.dataDir);
     const processor = new FeedbackProcessor({
       db,
       clock: systemClock,
@@ -116,7 +120,9 @@ describe("weights under concurrent feedback from several processes", () => {
       consortium: new ConsortiumRepository(db),
       outbox,
       events: new EventPublisher(outbox, systemClock),
-      audit: new AuditLog(new SqliteAuditStore(db), AuditSigner.loadOrCreate(server.dataDir), systemClock),
+      audit: new AuditLog(auditStore, auditSigner, systemClock),
+      auditEntries: auditStore,
+      auditPublicKey: auditSigner.publicKey,
       listsChanged: () => {},
     });
     let failure: unknown;

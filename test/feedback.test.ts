@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CATEGORIES, DEFAULT_WEIGHTS, MAX_WEIGHT, MIN_WEIGHT, validateWeights, type Category } from "../src/engine/index.js";
+import { entryHash } from "../src/audit/entry.js";
+import { canonicalJson, sha256Hex } from "../src/canonical-json.js";
 import { MAX_SHIFT, adjustWeights, projectOntoBounds, totalShift } from "../src/feedback/learning.js";
 import { MAX_LIST_ENTRIES } from "../src/policies/index.js";
 import type { WebhookEvent } from "../src/webhooks/events.js";
@@ -69,6 +71,18 @@ async function signalsOf(key: string, decisionId: string): Promise<{ graph: { li
 async function eventually(check: () => boolean): Promise<void> {
   for (let i = 0; i < 200 && !check(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
   expect(check()).toBe(true);
+}
+
+/** Changes the audit log as anyone holding the file can: without its append-only triggers, put back afterwards. */
+function tamperWithAuditLog(change: () => void): void {
+  const db = server.app.db;
+  db.exec("DROP TRIGGER audit_log_no_update; DROP TRIGGER audit_log_no_delete;");
+  try {
+    change();
+  } finally {
+    db.exec(`CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+             CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;`);
+  }
 }
 
 /** A throwaway mailbox with a random-looking local part, a fresh IP and device: nothing shared with earlier requests. */
@@ -246,6 +260,43 @@ describe("POST /api/v1/feedback", () => {
     expect((await feedback(acme.keys.test.secret, { decisionId: other.decisionId, actualOutcome: "fraud" })).body.error.code).toBe("EVIDENCE_TAMPERED");
     const stored = server.app.db.prepare("SELECT COUNT(*) AS n FROM feedback WHERE decision_id IN (?, ?)").get(made.decisionId, other.decisionId) as { n: number };
     expect(stored.n).toBe(0);
+  });
+
+  it("refuses evidence rewritten together with its hash: the decision's signed audit entry recorded the original", async () => {
+    const key = acme.keys.test.secret;
+    const made = await decide(key, { ...fraudPattern(90), userId: "rewritten" });
+    await server.app.settled();
+    const row = server.app.db.prepare("SELECT content FROM evidence WHERE id = ?").get(made.evidenceId) as { content: string };
+    // Someone with write access to the database points the evidence at a victim and fixes up the hash.
+    const forged = canonicalJson({ ...(JSON.parse(row.content) as Record<string, unknown>), request: { userId: "rewritten", action: "signup", email: "victim@example.com" } });
+    server.app.db.prepare("UPDATE evidence SET content = ?, integrity_hash = ? WHERE id = ?").run(forged, sha256Hex(forged), made.evidenceId);
+    const refused = await feedback(key, { decisionId: made.decisionId, actualOutcome: "fraud" });
+    expect(refused.status).toBe(409);
+    expect(refused.body.error).toMatchObject({ code: "EVIDENCE_TAMPERED", message: expect.stringContaining("not the one the decision's signed audit entry recorded") });
+
+    // Rewriting the audit entry too (its recorded hash, and the entry's own hash) breaks its signature.
+    const entry = server.app.db.prepare("SELECT seq, prev_hash, body FROM audit_log WHERE action = 'decision.made' AND subject = ?").get(made.decisionId) as { seq: number; prev_hash: string; body: string };
+    const body = JSON.parse(entry.body) as { data: { evidenceIntegrityHash: string } };
+    expect(body.data.evidenceIntegrityHash).toMatch(/^[0-9a-f]{64}$/);
+    const rewritten = canonicalJson({ ...body, data: { ...body.data, evidenceIntegrityHash: sha256Hex(forged) } });
+    tamperWithAuditLog(() => server.app.db.prepare("UPDATE audit_log SET body = ?, hash = ? WHERE seq = ?").run(rewritten, entryHash(entry.prev_hash, rewritten), entry.seq));
+    const again = await feedback(key, { decisionId: made.decisionId, actualOutcome: "fraud" });
+    expect(again.body.error).toMatchObject({ code: "EVIDENCE_TAMPERED", message: expect.stringContaining("audit entry is not authentic") });
+    expect(server.app.db.prepare("SELECT COUNT(*) AS n FROM feedback WHERE decision_id = ?").get(made.decisionId)).toEqual({ n: 0 });
+  });
+
+  it("waits for a decision's audit entry, and answers 409 without changing anything when there is none", async () => {
+    const key = acme.keys.test.secret;
+    // Straight after the answer, before its follow-up has written the entry: the feedback waits for it.
+    const fresh = await decide(key, { ...fraudPattern(91), userId: "fresh" });
+    expect((await feedback(key, { decisionId: fresh.decisionId, actualOutcome: "fraud" })).status).toBe(200);
+    const orphan = await decide(key, { ...fraudPattern(92), userId: "orphan" });
+    await server.app.settled();
+    tamperWithAuditLog(() => server.app.db.prepare("DELETE FROM audit_log WHERE action = 'decision.made' AND subject = ?").run(orphan.decisionId));
+    const refused = await feedback(key, { decisionId: orphan.decisionId, actualOutcome: "fraud" });
+    expect(refused.status).toBe(409);
+    expect(refused.body.error).toMatchObject({ code: "CONFLICT", message: expect.stringContaining(`decision ${orphan.decisionId} has no signed audit entry yet`) });
+    expect(server.app.db.prepare("SELECT COUNT(*) AS n FROM feedback WHERE decision_id = ?").get(orphan.decisionId)).toEqual({ n: 0 });
   });
 
   it("answers 429 with Retry-After past 50 submissions an hour per account and environment", async () => {

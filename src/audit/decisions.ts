@@ -7,9 +7,14 @@ import type { AuditActor, AuditFields } from "./entry.js";
  * Part 4.1's first side effect: a signed entry for every decision, written
  * within milliseconds of its answer as part of the decision's follow-up
  * (decisions/follow-up.ts), which the decision writer carries out for a whole
- * batch in one transaction.
+ * batch in one transaction. It records the evidence's integrity hash: signed
+ * and chained here, it proves the evidence unaltered to feedback even against
+ * someone who can rewrite the database (but not sign).
  */
-export function decisionAuditFields(write: { tenant: Tenant; actor: AuditActor; decision: StoredDecision<DecisionDetails> }): AuditFields & { subject: string } {
+export function decisionAuditFields(
+  write: { tenant: Tenant; actor: AuditActor; decision: StoredDecision<DecisionDetails> },
+  evidenceIntegrityHash: string,
+): AuditFields & { subject: string } {
   const { tenant, actor, decision } = write;
   return {
     ...tenant,
@@ -17,6 +22,6 @@ export function decisionAuditFields(write: { tenant: Tenant; actor: AuditActor; 
     actor,
     action: "decision.made",
     subject: decision.id,
-    data: decisionSummary(decision),
+    data: { ...decisionSummary(decision), evidenceIntegrityHash },
   };
 }

@@ -233,7 +233,8 @@ function inspect(record: AuditRecord, publicKey: KeyObject): Inspection {
   return { body, problem: undefined, signatureOnly: false };
 }
 
-function authenticBody(record: AuditRecord, publicKey: KeyObject): AuditBody | undefined {
+/** The entry's body when the entry is authentic on its own: it matches its hash and columns, and its signature verifies. */
+export function authenticBody(record: AuditRecord, publicKey: KeyObject): AuditBody | undefined {
   const inspection = inspect(record, publicKey);
   return inspection.problem === undefined ? inspection.body : undefined;
 }

@@ -55,10 +55,14 @@ export function followUpGroupOf(task: { tenant: Tenant | undefined; payload: unk
   return { tenant: task.tenant, followUps };
 }
 
-/** What follows a decision, as the request thread prepares it with the decision's write. */
-export function followUpOf(write: { tenant: Tenant; actor: AuditActor; decision: StoredDecision<DecisionDetails>; openCase?: NewCase | undefined; now: number }, caseEvents: OutboxEntry[]): FollowUp {
+/** What follows a decision, as the request thread prepares it with the decision's write (and its evidence's integrity hash). */
+export function followUpOf(
+  write: { tenant: Tenant; actor: AuditActor; decision: StoredDecision<DecisionDetails>; openCase?: NewCase | undefined; now: number },
+  caseEvents: OutboxEntry[],
+  evidenceIntegrityHash: string,
+): FollowUp {
   return {
-    audit: { ...decisionAuditFields(write), at: write.now },
+    audit: { ...decisionAuditFields(write, evidenceIntegrityHash), at: write.now },
     ...(write.openCase && { openCase: write.openCase }),
     caseEvents,
   };

@@ -45,14 +45,15 @@ export interface DecisionWrite {
  * case's (stored with the case, in the follow-up).
  */
 export function prepareWrite(write: DecisionWrite, outbox: OutboxEntry[], caseEvents: OutboxEntry[]): StoredDecisionWrite {
+  const decision = decisionRow(write.decision, write.evidence);
   return {
     tenant: write.tenant,
-    decision: decisionRow(write.decision, write.evidence),
+    decision,
     history: write.history,
     entityKeys: entityKeysByKind(write.history),
     ...(write.idempotency && { idempotency: write.idempotency }),
     outbox,
-    followUpJson: JSON.stringify(followUpOf(write, caseEvents)),
+    followUpJson: JSON.stringify(followUpOf(write, caseEvents, decision.evidence.integrityHash)),
     now: write.now,
   };
 }

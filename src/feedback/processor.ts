@@ -1,7 +1,9 @@
+import type { KeyObject } from "node:crypto";
 import type { JsonValue } from "@bufbuild/protobuf";
 import { apiError } from "../api/errors.js";
 import type { AuditActor } from "../audit/entry.js";
 import type { AuditTrail } from "../audit/log.js";
+import { authenticBody } from "../audit/verify.js";
 import { sha256Hex } from "../canonical-json.js";
 import type { Clock } from "../clock.js";
 import { indicatorsOf } from "../consortium/indicators.js";
@@ -13,6 +15,7 @@ import { entitiesOfRequest, entityKeys, entityValueOfKind } from "../graph/entit
 import { newId } from "../ids.js";
 import type { Outbox } from "../outbox/outbox.js";
 import { MAX_LIST_ENTRIES, normalizeListEntry } from "../policies/index.js";
+import type { SqliteAuditStore } from "../store/audit.js";
 import type { ConsortiumRepository } from "../store/consortium.js";
 import type { Db } from "../store/database.js";
 import type { DecisionRepository, StoredDecision } from "../store/decisions.js";
@@ -64,6 +67,9 @@ export interface FeedbackDeps {
   outbox: Outbox;
   events: EventPublisher;
   audit: AuditTrail;
+  /** Where each decision's signed decision.made entry is read, and the key that verifies it. */
+  auditEntries: Pick<SqliteAuditStore, "decisionEntry">;
+  auditPublicKey: KeyObject;
   /** Called after a commit that added entries to automatic deny lists (PolicySets.invalidate). */
   listsChanged(tenant: Tenant): void;
 }
@@ -86,6 +92,13 @@ interface Committed {
 
 /** Thrown inside an attempt's transaction to roll it back and try again. */
 class StaleRead extends Error {}
+
+/**
+ * The decision's signed audit entry is not written yet: it follows the answer
+ * within milliseconds (decisions/follow-up.ts). The caller waits for the
+ * decision writer and submits again; nothing was changed.
+ */
+export class DecisionEntryPending extends Error {}
 
 /**
  * Applies ground truth to a past decision (docs/feedback.md): verifies the
@@ -230,8 +243,11 @@ export class FeedbackProcessor {
 
   /**
    * The decision's evidence, refused (and the refusal audited) unless its
-   * content still hashes to the integrity hash stored with it and agrees with
-   * the decision row on the decision, score and identity.
+   * content still hashes to the integrity hash stored with it, that hash is
+   * the one the decision's signed audit entry recorded, and the evidence
+   * agrees with the decision row on the decision, score, user and identity.
+   * The hash beside the content alone proves nothing to someone who can
+   * rewrite both; the signed entry needs the installation's audit key.
    */
   private verifiedEvidence(tenant: Tenant, actor: AuditActor, decision: StoredDecision<DecisionDetails>): VerifiedEvidence {
     const stored = this.deps.decisions.evidence(tenant, decision.evidenceId);
@@ -239,9 +255,10 @@ export class FeedbackProcessor {
     let evidence: VerifiedEvidence | undefined;
     if (!stored) problem = "the evidence record is missing";
     else if (sha256Hex(stored.content) !== stored.integrityHash) problem = "the evidence content does not match its integrity hash";
-    else {
+    else if ((problem = this.anchorProblem(decision.id, stored.integrityHash)) === undefined) {
       evidence = JSON.parse(stored.content) as VerifiedEvidence;
-      if (evidence.decisionId !== decision.id || evidence.score !== decision.score || evidence.decision !== decision.decision) {
+      const user = (evidence.request as StoredRequest | null)?.userId ?? "";
+      if (evidence.decisionId !== decision.id || evidence.score !== decision.score || evidence.decision !== decision.decision || user !== decision.userId) {
         problem = "the decision record disagrees with its evidence";
       }
     }
@@ -258,6 +275,19 @@ export class FeedbackProcessor {
       throw apiError("EVIDENCE_TAMPERED", `feedback refused: ${problem ?? "unreadable evidence"} (decision ${decision.id}); the refusal is in the audit log`);
     }
     return evidence;
+  }
+
+  /** Why the decision's signed audit entry does not vouch for this integrity hash; undefined when it does. */
+  private anchorProblem(decisionId: string, integrityHash: string): string | undefined {
+    const entry = this.deps.auditEntries.decisionEntry(decisionId);
+    if (!entry) throw new DecisionEntryPending(`decision ${decisionId} has no signed audit entry yet`);
+    const body = authenticBody(entry, this.deps.auditPublicKey);
+    if (!body) return "the decision's audit entry is not authentic (its content, hash or signature was altered)";
+    const data = body.data as { evidenceIntegrityHash?: unknown } | null;
+    // Entries written before the hash was recorded in them vouch for nothing more than the row's own hash.
+    const recorded = typeof data === "object" && data !== null ? data.evidenceIntegrityHash : undefined;
+    if (recorded !== undefined && recorded !== integrityHash) return "the evidence is not the one the decision's signed audit entry recorded";
+    return undefined;
   }
 
   /** Queues the decision's indicators when the account shares with a consortium; true when queued. */

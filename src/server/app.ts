@@ -122,7 +122,8 @@ export function buildApp(options: AppOptions): App {
   const db = openDatabase(config.dataDir);
   const accounts = new AccountRepository(db);
   const auditStore = new SqliteAuditStore(db);
-  const audit = new AuditLog(auditStore, AuditSigner.loadOrCreate(config.dataDir), clock);
+  const auditSigner = AuditSigner.loadOrCreate(config.dataDir);
+  const audit = new AuditLog(auditStore, auditSigner, clock);
   const keys = new KeyService(accounts, new ApiKeyRepository(db), clock, audit, "system");
   const metrics = new Metrics();
   const health = new HealthMonitor(db);
@@ -198,6 +199,8 @@ export function buildApp(options: AppOptions): App {
     outbox,
     events,
     audit,
+    auditEntries: auditStore,
+    auditPublicKey: auditSigner.publicKey,
     listsChanged: (tenant) => policySets.invalidate(tenant),
   });
   const eventStream = new EventStream(keys, webhookRepository, events, clock, logger, options.streamHeartbeatMs);
@@ -227,7 +230,7 @@ export function buildApp(options: AppOptions): App {
       metrics,
     }),
   );
-  serve(FeedbackService, createFeedbackService({ processor: feedback }));
+  serve(FeedbackService, createFeedbackService({ processor: feedback, writerSettled: () => writer.settled() }));
   serve(ConsortiumService, createConsortiumService({ consortium, clock }));
   serve(CaseRpc, createCaseService({ cases, lifecycle: caseLifecycle }));
   serve(PolicyService, createPolicyService({ db, clock, policies: policyRepository, sets: policySets, engine, audit }));

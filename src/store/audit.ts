@@ -35,9 +35,7 @@ export class SqliteAuditStore implements AuditStore {
          AND (@action IS NULL OR action = @action)
        ORDER BY seq LIMIT @limit OFFSET @offset`,
     );
-    this.decisionEntryStmt = db.prepare<[string], { one: number }>(
-      "SELECT 1 AS one FROM audit_log WHERE action = 'decision.made' AND subject = ?",
-    );
+    this.decisionEntryStmt = db.prepare<[string], AuditRow>("SELECT * FROM audit_log WHERE action = 'decision.made' AND subject = ?");
     this.appendInTransaction = (builds: ReadonlyArray<(last: AuditRecord | undefined) => AuditRecord>): AuditRecord[] => {
       const lastRow = this.lastStmt.get();
       let last = lastRow === undefined ? undefined : fromAuditRow(lastRow);
@@ -77,6 +75,12 @@ export class SqliteAuditStore implements AuditStore {
   /** Whether the decision has its decision.made entry (one per decision: a unique index). */
   hasDecisionEntry(decisionId: string): boolean {
     return this.decisionEntryStmt.get(decisionId) !== undefined;
+  }
+
+  /** A decision's decision.made entry, as stored (not verified). */
+  decisionEntry(decisionId: string): AuditRecord | undefined {
+    const row = this.decisionEntryStmt.get(decisionId);
+    return row && fromAuditRow(row);
   }
 
   page(tenant: Tenant, page: AuditPage): AuditRecord[] {

@@ -29,6 +29,8 @@ if (!dataDir || !accountId || (environment !== "test" && environment !== "live")
 
 const db = openDatabase(dataDir);
 const outbox = new Outbox(db, systemClock, silentLogger);
+const auditStore = new SqliteAuditStore(db);
+const auditSigner = AuditSigner.loadOrCreate(dataDir);
 const processor = new FeedbackProcessor({
   db,
   clock: systemClock,
@@ -41,7 +43,9 @@ const processor = new FeedbackProcessor({
   consortium: new ConsortiumRepository(db),
   outbox,
   events: new EventPublisher(outbox, systemClock),
-  audit: new AuditLog(new SqliteAuditStore(db), AuditSigner.loadOrCreate(dataDir), systemClock),
+  audit: new AuditLog(auditStore, auditSigner, systemClock),
+  auditEntries: auditStore,
+  auditPublicKey: auditSigner.publicKey,
   listsChanged: () => {},
 });
 
