@@ -40,4 +40,22 @@ describe("fraud graph lookup", () => {
     graph.label(acme, "dec_1", ["u:mallory"], false);
     expect(graph.lookup(acme, ["u:newcomer", "d:phone"])).toEqual(none);
   });
+
+  it("links through an IP address at one hop only: everyone behind an office's address shares it", () => {
+    const shop = { accountId: "acct_shop", environment: "live" } as const;
+    // Bob works at the office; later a fraudster decides from the office too and is labelled.
+    graph.recordEdges(shop, "dec_bob_office", ["u:bob", "d:bob_laptop", "i:81.2.69.200"], 1);
+    graph.recordEdges(shop, "dec_eve_office", ["u:eve", "d:eve_phone", "i:81.2.69.200"], 2);
+    graph.label(shop, "dec_eve_office", ["u:eve", "d:eve_phone", "i:81.2.69.200"], true);
+    // At the office, the address itself is labelled: one hop.
+    expect(graph.lookup(shop, ["u:carol", "d:carol_laptop", "i:81.2.69.200"])).toEqual({ linkedToFraud: true, hops: 1, fraudNeighbours: 1 });
+    // Bob from home: his earlier office decision carries the labelled address, which is no second hop.
+    expect(graph.lookup(shop, ["u:bob", "d:bob_laptop", "i:81.2.69.7"])).toEqual({ linkedToFraud: false, hops: null, fraudNeighbours: 0 });
+    // Nor does the office address walk to the fraudster's device for someone who merely shares it.
+    graph.recordEdges(shop, "dec_dave_office", ["u:dave", "i:81.2.69.201"], 3);
+    graph.recordEdges(shop, "dec_eve_again", ["u:eve_alias", "d:eve_phone", "i:81.2.69.201"], 4);
+    expect(graph.lookup(shop, ["u:frank", "i:81.2.69.201"])).toEqual({ linkedToFraud: false, hops: null, fraudNeighbours: 0 });
+    // Devices, users, e-mails and cards still link at two hops.
+    expect(graph.lookup(shop, ["u:eve_alias"])).toEqual({ linkedToFraud: true, hops: 2, fraudNeighbours: 1 });
+  });
 });

@@ -6,6 +6,11 @@ import type { DecisionEntities } from "../store/history.js";
 /** Entity kinds of the fraud graph; each key is `<tag>:<value>`. */
 const ENTITY_TAGS = { user: "u", device: "d", ip: "i", email: "e", card: "c", account: "a" } as const;
 export type EntityKind = keyof typeof ENTITY_TAGS;
+
+/** Whether a graph key is an IP address's: shared by everyone behind it, so the graph's second hop skips it. */
+export function isIpEntityKey(key: string): boolean {
+  return key.startsWith(`${ENTITY_TAGS.ip}:`);
+}
 /** A decision's entity keys by kind, "" for an entity it did not carry. */
 export type EntityKeys = Record<EntityKind, string>;
 

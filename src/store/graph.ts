@@ -1,3 +1,4 @@
+import { isIpEntityKey } from "../graph/entities.js";
 import type { Db } from "./database.js";
 import type { Tenant } from "./tenant.js";
 
@@ -83,7 +84,13 @@ export class GraphRepository {
     return true;
   }
 
-  /** Fraud-labelled entities within two hops of `entities` (a request's, before it is recorded). */
+  /**
+   * Fraud-labelled entities within two hops of `entities` (a request's, before
+   * it is recorded). An IP address links at one hop only: everyone behind an
+   * office's or a carrier's address shares it, so the second hop neither walks
+   * from the request's address nor counts a labelled address it reaches (a
+   * customer who once shared an address with a fraudster, seen again from home).
+   */
   lookup(tenant: Tenant, entities: readonly string[]): GraphLink {
     const { accountId, environment } = tenant;
     // Until feedback labels something fraud, nothing can be linked to it: one probe instead of the walk.
@@ -97,8 +104,9 @@ export class GraphRepository {
       }
     }
     for (const entity of entities) {
+      if (isIpEntityKey(entity)) continue;
       for (const row of this.neighboursStmt.all({ accountId, environment, entity, fanout: GRAPH_FANOUT })) {
-        if (labelled.has(row.entity)) continue;
+        if (labelled.has(row.entity) || isIpEntityKey(row.entity)) continue;
         labelled.add(row.entity);
         hops ??= 2;
       }
