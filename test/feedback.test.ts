@@ -244,6 +244,20 @@ describe("POST /api/v1/feedback", () => {
     expect(fraudOnceMore.body.data.graphUpdated).toBe(false);
   });
 
+  it("leaves the weights' move to the next label when a label with confidence 0 moved nothing", async () => {
+    const made = await decide(acme.keys.test.secret, { ...fraudPattern(89), userId: "unsure" });
+    const unsure = await feedback(acme.keys.test.secret, { decisionId: made.decisionId, actualOutcome: "fraud", confidence: 0 });
+    expect(unsure.body.data).toMatchObject({ adjustments: {}, replacedPrevious: false });
+    expect(unsure.body.data.weightsVersionAfter).toBe(unsure.body.data.weightsVersionBefore);
+    const sure = await feedback(acme.keys.test.secret, { decisionId: made.decisionId, actualOutcome: "fraud", confidence: 1 });
+    expect(sure.body.data.replacedPrevious).toBe(true);
+    expect(sure.body.data.weightsVersionAfter).toBe(sure.body.data.weightsVersionBefore + 1);
+    expect(Object.keys(sure.body.data.adjustments).length).toBeGreaterThan(0);
+    // That was the decision's move: the next label moves nothing.
+    const again = await feedback(acme.keys.test.secret, { decisionId: made.decisionId, actualOutcome: "legitimate" });
+    expect(again.body.data).toMatchObject({ adjustments: {}, weightsVersionAfter: again.body.data.weightsVersionBefore });
+  });
+
   it("refuses feedback on tampered evidence with EVIDENCE_TAMPERED and records the refusal in the audit log", async () => {
     const made = await decide(acme.keys.test.secret, { ...fraudPattern(96), userId: "tampered" });
     server.app.db.prepare("UPDATE evidence SET content = replace(content, '\"score\":', '\"score\":1') WHERE id = ?").run(made.evidenceId);

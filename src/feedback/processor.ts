@@ -130,8 +130,9 @@ export class FeedbackProcessor {
       const { feedback, weights } = this.deps;
       const current = weights.current(tenant);
       const previous = feedback.latestFor(tenant, decision.id);
-      // A decision moves the weights once: a later label replaces the earlier one everywhere else.
-      const next = previous ? current.weights : adjustWeights(current.weights, categoryScores, input.actualOutcome, input.confidence);
+      // A decision moves the weights once: a later label replaces the earlier one everywhere else. A label
+      // that moved nothing (confidence 0) leaves that move to the next one.
+      const next = previous && feedback.movedWeights(tenant, decision.id) ? current.weights : adjustWeights(current.weights, categoryScores, input.actualOutcome, input.confidence);
       const moves = totalShift(current.weights, next) > 0;
       try {
         const { applied, listed } = this.write.immediate((): Committed => {

@@ -32,6 +32,7 @@ export class FeedbackRepository {
   private readonly insertStmt;
   private readonly latestStmt;
   private readonly labelledWithStmt;
+  private readonly movedWeightsStmt;
 
   constructor(db: Db) {
     this.insertStmt = db.prepare(
@@ -44,11 +45,19 @@ export class FeedbackRepository {
     this.labelledWithStmt = db.prepare<[string, string, string, string], { one: number }>(
       "SELECT 1 AS one FROM feedback WHERE account_id = ? AND environment = ? AND decision_id = ? AND actual_outcome IN (SELECT value FROM json_each(?)) LIMIT 1",
     );
+    this.movedWeightsStmt = db.prepare<[string, string, string], { one: number }>(
+      "SELECT 1 AS one FROM feedback WHERE account_id = ? AND environment = ? AND decision_id = ? AND weights_version_after > weights_version_before LIMIT 1",
+    );
   }
 
   /** Whether the decision was ever labelled with one of these outcomes (its history, not only its current label). */
   everLabelled(tenant: Tenant, decisionId: string, outcomes: readonly string[]): boolean {
     return this.labelledWithStmt.get(tenant.accountId, tenant.environment, decisionId, JSON.stringify(outcomes)) !== undefined;
+  }
+
+  /** Whether a label of the decision has moved the account's weights. */
+  movedWeights(tenant: Tenant, decisionId: string): boolean {
+    return this.movedWeightsStmt.get(tenant.accountId, tenant.environment, decisionId) !== undefined;
   }
 
   insert(tenant: Tenant, feedback: StoredFeedback): void {
