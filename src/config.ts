@@ -40,12 +40,13 @@ export interface Config {
 
 export const DEFAULT_MAX_BODY_BYTES = 256 * 1024;
 
-function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
+function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
   const value = Number(raw);
-  if (!Number.isInteger(value) || value < min) {
-    throw new Error(`${name} must be an integer of at least ${min}, got "${raw}"`);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `of at least ${min}` : `from ${min} to ${max}`;
+    throw new Error(`${name} must be an integer ${range}, got "${raw}"`);
   }
   return value;
 }
@@ -74,7 +75,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimitOverrides.analyze = integer(env, "FRAUD_ANALYZE_RATE_LIMIT", 30, 1);
   }
   return {
-    port: integer(env, "PORT", 8080),
+    port: integer(env, "PORT", 8080, 0, 65_535),
     host: env.HOST || "0.0.0.0",
     dataDir: path.resolve(env.FRAUD_DATA_DIR || "./data"),
     maxBodyBytes: integer(env, "FRAUD_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, 1024),

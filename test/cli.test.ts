@@ -222,6 +222,8 @@ describe("fraudctl serve that cannot start", () => {
         ["FRAUD_TRUSTED_PROXIES", "::ffff:10.0.0.0/8", /"::ffff:10.0.0.0\/8" holds every IPv4 address/],
         ["FRAUD_SEED_DEMO", "yes", /FRAUD_SEED_DEMO must be true or false, got "yes"/],
         ["FRAUD_WEBHOOK_ALLOW_PRIVATE", "1", /FRAUD_WEBHOOK_ALLOW_PRIVATE must be true or false/],
+        ["PORT", "70000", /PORT must be an integer from 0 to 65535, got "70000"/],
+        ["HOST", "no.such.host.invalid", /HOST must be an address or a name that resolves, got "no.such.host.invalid"/],
       ] as const) {
         const result = await runFraudctl(["serve"], { FRAUD_DATA_DIR: otherDir, PORT: "0", HOST: "127.0.0.1", [name]: value });
         expect(result.code, `${name}=${value}`).toBe(1);

@@ -1,3 +1,4 @@
+import { lookup } from "node:dns/promises";
 import fs from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
@@ -465,6 +466,10 @@ const HEAP_GROWING_FLAG = "--heap-growing-percent=100";
 async function serve(io: CliIo, env: NodeJS.ProcessEnv): Promise<number> {
   v8.setFlagsFromString(HEAP_GROWING_FLAG);
   const config = loadConfig(env);
+  // A HOST that names no address fails here, as other bad settings do, before the data directory is touched.
+  await lookup(config.host).catch((error: unknown) => {
+    throw new Error(`HOST must be an address or a name that resolves, got "${config.host}" (${error instanceof Error ? error.message : String(error)})`);
+  });
   const app = buildApp({ config });
   let address;
   try {
