@@ -33,6 +33,25 @@ async function post(path: string, body: Record<string, unknown>, target = { url:
 const decide = (userId: string) => post("/api/v1/decide", { userId, action: "login", ip: UK_IP, ...HUMAN_DESKTOP });
 const decisionCount = () => (server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions").get() as { n: number }).n;
 
+describe("a decide past its budget", () => {
+  it("takes its fast-path answer without a second place in the queue: a queue of one serves decides one at a time", async () => {
+    // The comprehensive path always misses (every store read takes 200 ms, the budget is 0 ms), and the
+    // queue holds one evaluation: the decide's own, whose fallback must not be refused as a second one.
+    const strict = await startTestServer({ config: { engineThreads: 1, engineQueueLimit: 1, comprehensiveBudgetMs: 0 }, storeLatencyMs: 200 });
+    try {
+      const key = strict.createAccount("Strict").keys.test.secret;
+      for (let i = 0; i < 3; i++) {
+        const answer = await post("/api/v1/decide", { userId: `sequential_${i}`, action: "login", ip: UK_IP, ...HUMAN_DESKTOP }, { url: strict.url, key });
+        expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+        // Its comprehensive evaluation finishes later; the next decide waits for the queue to be empty again.
+        await expect.poll(async () => Number(/^fraud_engine_queue (\d+)$/m.exec(await (await fetch(`${strict.url}/api/metrics`)).text())?.[1]), { timeout: 5_000, interval: 20 }).toBe(0);
+      }
+    } finally {
+      await strict.close();
+    }
+  });
+});
+
 describe("a full engine queue", () => {
   it("refuses the decides past it with 503 and Retry-After, records none of them, and serves again once drained", async () => {
     const before = decisionCount();

@@ -113,10 +113,12 @@ export class DecisionEngine {
     const missed = new Promise<"missed">((resolve) => {
       timer = setTimeout(() => resolve("missed"), this.options.comprehensiveBudgetMs);
     });
-    const first = await Promise.race([full.catch(() => "failed" as const), missed]);
+    // A full queue refuses the decide (503); any other failure of the comprehensive path falls back to the fast one.
+    const first = await Promise.race([full.catch((error: unknown) => (error instanceof AtCapacityError ? Promise.reject(error) : ("failed" as const))), missed]);
     clearTimeout(timer);
     if (first !== "missed" && first !== "failed") return { outcome: first, comprehensiveInTime: true };
-    const outcome = await pool.run({ ...task, mode: "fast" });
+    // Admitted already: the decide holds its place in the queue with the comprehensive evaluation.
+    const outcome = await pool.run({ ...task, mode: "fast" }, { admitted: true });
     return { outcome, comprehensiveInTime: false, late: full.catch(() => undefined) };
   }
 
@@ -179,9 +181,10 @@ class EngineBatches {
     private readonly pool: Piscina<EngineTask[], EngineOutcome[]>,
   ) {}
 
-  run(task: EngineTask): Promise<EngineOutcome> {
+  /** `admitted`: the fast fallback of a decide already in the queue, which the limit must not refuse halfway. */
+  run(task: EngineTask, { admitted = false } = {}): Promise<EngineOutcome> {
     // Bounded: under overload, fail fast instead of queueing without limit.
-    if (this.unanswered >= this.queueLimit) return Promise.reject(new AtCapacityError("the engine's queue is full"));
+    if (!admitted && this.unanswered >= this.queueLimit) return Promise.reject(new AtCapacityError("the engine's queue is full"));
     this.unanswered++;
     return new Promise<EngineOutcome>((resolve, reject) => {
       if (this.waiting.push({ task, resolve, reject }) === 1) setImmediate(() => this.flush());
