@@ -187,6 +187,18 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     expect(metrics).not.toContain("case_invented");
   });
 
+  it("gives every HTTP answer its request id, health checks and metrics included", async () => {
+    const ids = new Set<string>();
+    for (const [path, status] of [["/api/health", 200], ["/api/health/live", 200], ["/api/health/ready", 200], ["/api/metrics", 200], ["/api/v1/status?public=true", 200], ["/api/v1/nothing-here", 404], ["/", 404]] as const) {
+      const res = await fetch(`${server.url}${path}`);
+      expect(res.status, path).toBe(status);
+      const id = res.headers.get("x-request-id") ?? "";
+      expect(id, path).toMatch(/^req_/);
+      ids.add(id);
+    }
+    expect(ids.size).toBe(7);
+  });
+
   it("validates query parameters by type and name", async () => {
     const badLimit = await fetch(`${server.url}/api/v1/cases?limit=500`, { headers: { "x-api-key": secret } });
     expect(badLimit.status).toBe(400);

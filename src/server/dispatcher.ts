@@ -6,6 +6,7 @@ import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from
 import { DecisionService } from "../../gen/fraud/v1/decision_pb.js";
 import { withCallContext, type CallContext, type Protocol } from "../api/context.js";
 import { apiError, describeError, internalError } from "../api/errors.js";
+import { REQUEST_ID_HEADER } from "../api/interceptors.js";
 import { newId } from "../ids.js";
 import { keyHint, type Logger } from "../log.js";
 import type { HealthMonitor } from "../observability/health.js";
@@ -87,9 +88,11 @@ export class Dispatcher {
 
     try {
       if (pathname === "/api/health" || pathname === "/api/health/live" || pathname === "/api/health/ready") {
+        res.setHeader(REQUEST_ID_HEADER, context.requestId);
         this.serveHealth(pathname, res);
       } else if (pathname === "/api/metrics") {
         route = pathname;
+        res.setHeader(REQUEST_ID_HEADER, context.requestId);
         res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
         res.end(this.deps.metrics.prometheus(this.deps.gauges()));
       } else if (rpc) {
