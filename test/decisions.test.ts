@@ -107,6 +107,29 @@ describe("POST /api/v1/decide", () => {
     expect(((await conflict.json()) as { error: { code: string } }).error.code).toBe("CONFLICT");
   });
 
+  it("keeps an Idempotency-Key per account and environment: another tenant sending the same key gets its own decision", async () => {
+    const body = { userId: "idem_tenant_user", action: "checkout", amount: 12.5, currency: "EUR", ip: UK_IP, ...HUMAN_DESKTOP };
+    const headers = { "idempotency-key": "shared-order-77" };
+    const mine = await decide(acme.keys.test.secret, body, headers);
+    expect(mine.status).toBe(200);
+    const otherAccount = await decide(globex.keys.test.secret, body, headers);
+    const otherEnvironment = await decide(acme.keys.live.secret, body, headers);
+    for (const other of [otherAccount, otherEnvironment]) {
+      expect(other.status).toBe(200);
+      expect(other.body.data.evidenceId).not.toBe(mine.body.data.evidenceId);
+    }
+    expect(otherEnvironment.body.data.evidenceId).not.toBe(otherAccount.body.data.evidenceId);
+    // Each answer is a decision of its own tenant, stored there.
+    expect((await getDecisionOf(globex.keys.test.secret, otherAccount.body.data.evidenceId)).evidenceId).toBe(otherAccount.body.data.evidenceId);
+    expect((await getDecisionOf(acme.keys.live.secret, otherEnvironment.body.data.evidenceId)).environment).toBe("live");
+    const count = server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions WHERE user_id = 'idem_tenant_user'").get() as { n: number };
+    expect(count.n).toBe(3);
+    // Each tenant's retry replays its own answer.
+    expect((await decide(acme.keys.test.secret, body, headers)).body.data).toEqual(mine.body.data);
+    expect((await decide(globex.keys.test.secret, body, headers)).body.data).toEqual(otherAccount.body.data);
+    expect((await decide(acme.keys.live.secret, body, headers)).body.data).toEqual(otherEnvironment.body.data);
+  });
+
   it("answers concurrent decides each from its own input (the engine evaluates them in batches, over two threads)", async () => {
     const ips = [UK_IP, "8.8.8.8", TOR_EXIT, "2001:4860:4860::8888"];
     const countries = ["GB", "US", "DE", "US"];
