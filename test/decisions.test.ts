@@ -130,6 +130,28 @@ describe("POST /api/v1/decide", () => {
     expect((await decide(acme.keys.live.secret, body, headers)).body.data).toEqual(otherEnvironment.body.data);
   });
 
+  it("refuses an empty Idempotency-Key or one longer than 255 characters with a 400 naming the header, and accepts 255", async () => {
+    const body = { userId: "idem_length_user", action: "login", ip: UK_IP, ...HUMAN_DESKTOP };
+    for (const key of ["", "k".repeat(256), "k".repeat(1000)]) {
+      const res = await fetch(`${server.url}/api/v1/decide`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": acme.keys.test.secret, "idempotency-key": key },
+        body: JSON.stringify(body),
+      });
+      expect(res.status, `${key.length} characters`).toBe(400);
+      const error = (await res.json()) as { success: boolean; error: { code: string; message: string; details: { fieldViolations?: Array<{ field: string }> } } };
+      expect(error).toMatchObject({ success: false, error: { code: "VALIDATION_ERROR", message: expect.stringMatching(/Idempotency-Key/) } });
+      expect(error.error.details.fieldViolations?.map((v) => v.field)).toEqual(["Idempotency-Key"]);
+    }
+    const count = () => (server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions WHERE user_id = 'idem_length_user'").get() as { n: number }).n;
+    expect(count()).toBe(0);
+    const longest = "k".repeat(255);
+    const accepted = await decide(acme.keys.test.secret, body, { "idempotency-key": longest });
+    expect(accepted.status).toBe(200);
+    expect((await decide(acme.keys.test.secret, body, { "idempotency-key": longest })).body.data).toEqual(accepted.body.data);
+    expect(count()).toBe(1);
+  });
+
   it("answers concurrent decides each from its own input (the engine evaluates them in batches, over two threads)", async () => {
     const ips = [UK_IP, "8.8.8.8", TOR_EXIT, "2001:4860:4860::8888"];
     const countries = ["GB", "US", "DE", "US"];
