@@ -4,6 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as grpc from "@grpc/grpc-js";
 import { DecisionService, DecideRequestSchema, DecideResponseSchema, GetDecisionRequestSchema, GetDecisionResponseSchema } from "../gen/fraud/v1/decision_pb.js";
 import { REASON_CODES } from "../src/engine/index.js";
+import { IDEMPOTENCY_TTL_MS } from "../src/store/idempotency.js";
+import { ManualClock } from "./helpers/clock.js";
 import { grpcClient, grpcUnary } from "./helpers/grpc.js";
 import { HUMAN_DESKTOP, UK_IP, USER_AGENTS, botAttack } from "./helpers/inputs.js";
 import { startTestServer, tempDir, type TestServer } from "./helpers/server.js";
@@ -384,6 +386,36 @@ describe("dual path", () => {
 function decideConfidenceBaseline() {
   return decide(acme.keys.test.secret, { userId: "slow_user", action: "login", ip: UK_IP, ...HUMAN_DESKTOP }).then((r) => r.body);
 }
+
+describe("Idempotency-Key expiry", () => {
+  it("replays a stored answer for 24 hours, then makes a new decision for the same key and body", async () => {
+    const clock = new ManualClock();
+    const timed = await startTestServer({ clock, config: { engineThreads: 1 } });
+    try {
+      const { keys } = timed.createAccount();
+      const send = async () => {
+        const res = await fetch(`${timed.url}/api/v1/decide`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-api-key": keys.test.secret, "idempotency-key": "order-expiring" },
+          body: JSON.stringify({ userId: "expiring_user", action: "checkout", amount: 20, currency: "EUR", ip: UK_IP, ...HUMAN_DESKTOP }),
+        });
+        expect(res.status).toBe(200);
+        return ((await res.json()) as DecideBody).data;
+      };
+      const first = await send();
+      clock.advance(IDEMPOTENCY_TTL_MS - 1);
+      expect(await send()).toEqual(first);
+      clock.advance(2);
+      const later = await send();
+      expect(later.evidenceId).not.toBe(first.evidenceId);
+      expect((timed.app.db.prepare("SELECT COUNT(*) AS n FROM decisions WHERE user_id = 'expiring_user'").get() as { n: number }).n).toBe(2);
+      // The new answer is the one replayed from now on.
+      expect(await send()).toEqual(later);
+    } finally {
+      await timed.close();
+    }
+  });
+});
 
 describe("list files", () => {
   it("warns at start about a configured list it cannot read, and picks the file up once it appears", async () => {
