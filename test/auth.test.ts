@@ -106,6 +106,17 @@ describe("key rotation and revocation (part 3.3)", () => {
     expect(await call(status, rotated)).not.toBe(401);
   });
 
+  it("gives a rotated restricted key a replacement with the same permissions", async () => {
+    const cases = endpoints.find((e) => e.name === "ListCases");
+    const policies = endpoints.find((e) => e.name === "ListPolicies");
+    if (!cases || !policies) throw new Error("missing");
+    const restricted = server.app.keys.issue({ accountId, environment: "live", kind: "secret", permissions: ["cases:read"] }).key;
+    const replacement = server.app.keys.rotate(restricted);
+    expect(replacement.record.permissions).toEqual(["cases:read"]);
+    expect([401, 403]).not.toContain(await call(cases, replacement.key));
+    expect(await call(policies, replacement.key)).toBe(403);
+  });
+
   it("refuses to rotate a key twice and revokes at once", async () => {
     const status = endpoints.find((e) => e.name === "ListCases");
     if (!status) throw new Error("missing");
