@@ -81,6 +81,20 @@ describe("access per endpoint (part 5.2 of the specification)", () => {
     }
   });
 
+  it("refuses to issue a publishable key with a secret-only permission", async () => {
+    const count = () => server.app.keys.list(accountId).length;
+    const before = count();
+    expect(() => server.app.keys.issue({ accountId, environment: "live", kind: "publishable", permissions: ["cases:read"] })).toThrow(/publishable keys can only hold decisions:write/);
+    expect(() => server.app.keys.issue({ accountId, environment: "test", kind: "publishable", permissions: ["decisions:write", "policies:write"] })).toThrow(/publishable keys can only hold/);
+    expect(count()).toBe(before);
+    // A publishable key with only what publishable keys may hold is issued.
+    const allowed = server.app.keys.issue({ accountId, environment: "live", kind: "publishable", permissions: ["decisions:write"] }).key;
+    expect(count()).toBe(before + 1);
+    const listCases = endpoints.find((e) => e.name === "ListCases");
+    if (!listCases) throw new Error("missing");
+    expect(await call(listCases, allowed)).toBe(403);
+  });
+
   it("answers 401 for malformed, unknown and forged keys", async () => {
     const decide = endpoints.find((e) => e.name === "Decide");
     if (!decide) throw new Error("decide missing");
