@@ -291,6 +291,40 @@ describe("policy versions", () => {
   });
 });
 
+describe("list changes", () => {
+  it("take effect on the very next decide, after a decide has cached the account's policy set", async () => {
+    const owner = server.createAccount("List changes").keys.live.secret;
+    const as = <T>(method: string, path: string, body?: unknown) => call<T>(method, path, body, owner);
+    let n = 0;
+    const reasonsFor = async (userId: string) => {
+      const { status, body } = await as<{ data: { reasons: string[] } }>("POST", "/api/v1/decide", { userId, action: "login", ip: UK_IP, deviceId: `dev_${n++}`, ...HUMAN_DESKTOP });
+      expect(status).toBe(200);
+      return body.data.reasons;
+    };
+    expect((await as("PUT", "/api/v1/lists/blocked_users", { kind: "user", type: "deny" })).status).toBe(200);
+    // This decide builds and caches the account's policy set, with the list still empty.
+    expect(await reasonsFor("mallory")).not.toContain("DENYLISTED");
+
+    expect((await as("POST", "/api/v1/lists/blocked_users/entries", { entries: [{ value: "mallory" }] })).status).toBe(200);
+    expect(await reasonsFor("mallory")).toContain("DENYLISTED");
+
+    expect((await as<{ data: { removed: number } }>("POST", "/api/v1/lists/blocked_users/remove", { values: ["mallory"] })).body.data.removed).toBe(1);
+    expect(await reasonsFor("mallory")).not.toContain("DENYLISTED");
+
+    expect((await as("POST", "/api/v1/lists/blocked_users/entries", { entries: [{ value: "mallory" }] })).status).toBe(200);
+    expect(await reasonsFor("mallory")).toContain("DENYLISTED");
+
+    // Made an allow list, it no longer denies; made a deny list again, it does.
+    expect((await as("PUT", "/api/v1/lists/blocked_users", { kind: "user", type: "allow" })).status).toBe(200);
+    expect(await reasonsFor("mallory")).not.toContain("DENYLISTED");
+    expect((await as("PUT", "/api/v1/lists/blocked_users", { kind: "user", type: "deny" })).status).toBe(200);
+    expect(await reasonsFor("mallory")).toContain("DENYLISTED");
+
+    expect((await as("DELETE", "/api/v1/lists/blocked_users")).status).toBe(204);
+    expect(await reasonsFor("mallory")).not.toContain("DENYLISTED");
+  });
+});
+
 describe("lists saved by an earlier release", () => {
   it("stay usable: a range stored as typed is removed by any spelling, a list named by a now-reserved word still answers", async () => {
     const { account, keys } = server.createAccount("Old lists");
