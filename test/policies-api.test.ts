@@ -323,6 +323,23 @@ describe("list changes", () => {
     expect((await as("DELETE", "/api/v1/lists/blocked_users")).status).toBe(204);
     expect(await reasonsFor("mallory")).not.toContain("DENYLISTED");
   });
+
+  it("refuses an automatic allow list with 400 naming the field, storing nothing", async () => {
+    const owner = server.createAccount("Automatic lists").keys.live.secret;
+    const as = <T>(method: string, path: string, body?: unknown) => call<T>(method, path, body, owner);
+    const refused = await as<ErrorJson>("PUT", "/api/v1/lists/auto_allow", { kind: "user", type: "allow", automatic: true });
+    expect(refused.status).toBe(400);
+    expect(refused.body).toMatchObject({ success: false, error: { code: "VALIDATION_ERROR" } });
+    expect(refused.body.error.details.fieldViolations?.map((v) => v.field)).toEqual(["automatic"]);
+    expect((await as("GET", "/api/v1/lists/auto_allow")).status).toBe(404);
+    // An automatic deny list may not be turned into an automatic allow list either.
+    expect((await as("PUT", "/api/v1/lists/auto_deny", { kind: "user", type: "deny", automatic: true })).status).toBe(200);
+    const changed = await as<ErrorJson>("PUT", "/api/v1/lists/auto_deny", { kind: "user", type: "allow", automatic: true });
+    expect(changed.status).toBe(400);
+    expect(changed.body.error.details.fieldViolations?.map((v) => v.field)).toEqual(["automatic"]);
+    const kept = await as<{ data: { list: { type: string; automatic: boolean } } }>("GET", "/api/v1/lists/auto_deny");
+    expect(kept.body.data.list).toMatchObject({ type: "deny", automatic: true });
+  });
 });
 
 describe("lists saved by an earlier release", () => {
