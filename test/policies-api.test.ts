@@ -340,6 +340,24 @@ describe("list changes", () => {
     const kept = await as<{ data: { list: { type: string; automatic: boolean } } }>("GET", "/api/v1/lists/auto_deny");
     expect(kept.body.data.list).toMatchObject({ type: "deny", automatic: true });
   });
+
+  it("refuses an entry whose expiresAt is already past (or now) with 400, adding nothing of the call", async () => {
+    const owner = server.createAccount("Expired entries").keys.live.secret;
+    const as = <T>(method: string, path: string, body?: unknown) => call<T>(method, path, body, owner);
+    expect((await as("PUT", "/api/v1/lists/timed", { kind: "user", type: "deny" })).status).toBe(200);
+    for (const expiresAt of [clock.now() - 60_000, clock.now()]) {
+      const refused = await as<ErrorJson>("POST", "/api/v1/lists/timed/entries", { entries: [{ value: "fresh_user" }, { value: "stale_user", expiresAt: new Date(expiresAt).toISOString() }] });
+      expect(refused.status).toBe(400);
+      expect(refused.body).toMatchObject({ success: false, error: { code: "VALIDATION_ERROR", message: expect.stringMatching(/entries\[1\]\.expiresAt is in the past/) } });
+      expect(refused.body.error.details.fieldViolations?.map((v) => v.field)).toEqual(["entries[1].expiresAt"]);
+    }
+    expect(server.app.db.prepare("SELECT COUNT(*) AS n FROM list_entries WHERE list_name = 'timed'").get()).toEqual({ n: 0 });
+    const list = await as<{ data: { list: { entryCount: number }; entries: unknown[] } }>("GET", "/api/v1/lists/timed");
+    expect(list.body.data.list.entryCount).toBe(0);
+    expect(list.body.data.entries).toEqual([]);
+    // A millisecond ahead is accepted.
+    expect((await as("POST", "/api/v1/lists/timed/entries", { entries: [{ value: "fresh_user", expiresAt: new Date(clock.now() + 1).toISOString() }] })).status).toBe(200);
+  });
 });
 
 describe("lists saved by an earlier release", () => {
