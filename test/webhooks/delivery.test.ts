@@ -143,6 +143,44 @@ describe("webhook endpoints", () => {
   });
 });
 
+describe("changing an endpoint's URL", () => {
+  it("refuses a private or link-local URL with 400 on PATCH, and keeps the stored URL", async () => {
+    const strict = await startTestServer();
+    try {
+      const { keys } = strict.createAccount();
+      const send = async (method: string, path: string, body?: unknown) => {
+        const res = await fetch(`${strict.url}${path}`, {
+          method,
+          headers: { "content-type": "application/json", "x-api-key": keys.test.secret },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+        return { status: res.status, json: (await res.json()) as Json };
+      };
+      const publicUrl = "https://93.184.216.34/hook";
+      const created = await send("POST", "/api/v1/webhooks/endpoints", { url: publicUrl });
+      expect(created.status, JSON.stringify(created.json)).toBe(201);
+      const path = `/api/v1/webhooks/endpoints/${(created.json.data.webhook as Endpoint).id}`;
+      for (const url of ["http://169.254.169.254/", "https://169.254.169.254/latest/meta-data", "https://10.0.0.1/"]) {
+        const { status, json } = await send("PATCH", path, { url });
+        expect(status, url).toBe(400);
+        expect(json.error?.code).toBe("VALIDATION_ERROR");
+        expect(json.error?.details.fieldViolations?.map((v) => v.field)).toEqual(["url"]);
+      }
+      expect((await send("PATCH", path, { url: "https://10.0.0.1/" })).json.error?.message).toMatch(/10\.0\.0\.1 is a private .*FRAUD_WEBHOOK_ALLOW_PRIVATE/);
+      expect((await send("PATCH", path, { url: "https://169.254.169.254/" })).json.error?.message).toMatch(/link-local/);
+      expect(((await send("GET", path)).json.data as unknown as Endpoint).url).toBe(publicUrl);
+      const stored = strict.app.db.prepare("SELECT url FROM webhook_endpoints").all();
+      expect(stored).toEqual([{ url: publicUrl }]);
+      // A public URL is still taken.
+      const moved = await send("PATCH", path, { url: "https://93.184.216.35/hook" });
+      expect(moved.status).toBe(200);
+      expect((moved.json.data as unknown as Endpoint).url).toBe("https://93.184.216.35/hook");
+    } finally {
+      await strict.close();
+    }
+  });
+});
+
 describe("HTTP delivery", () => {
   it("POSTs each event, signed, to every endpoint subscribed to its type; the verify operation accepts the signature", async () => {
     const { keys } = server.createAccount();
