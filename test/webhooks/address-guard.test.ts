@@ -1,15 +1,16 @@
+import dns from "node:dns";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import type { LookupAddress } from "node:dns";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import {
   addressProblem,
   BlockedAddressError,
   checkWebhookDestination,
   checkWebhookUrl,
   createGuardedLookup,
-  guardWebhookRequest,
 } from "../../src/webhooks/address-guard.js";
+import { guardedPost } from "../../src/webhooks/http-delivery.js";
 import type { Resolver } from "../../src/webhooks/address-guard.js";
 
 const strict = { allowPrivate: false };
@@ -192,51 +193,85 @@ describe("guarded lookup", () => {
   });
 });
 
-describe("guarded requests against a real local server", () => {
-  let server: http.Server;
+describe("guarded delivery POSTs against a real local receiver", () => {
+  let receiver: http.Server;
   let port: number;
+  /** Every connection the receiver accepted, and every request it answered. */
+  let connections = 0;
+  const requests: string[] = [];
 
   beforeAll(async () => {
-    server = http.createServer((_request, response) => response.end("ok"));
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    port = (server.address() as AddressInfo).port;
+    receiver = http.createServer((request, response) => {
+      let body = "";
+      request.setEncoding("utf8");
+      request.on("data", (chunk: string) => (body += chunk));
+      request.on("end", () => {
+        requests.push(`${request.method ?? ""} ${request.headers.host ?? ""} ${body}`);
+        response.end("ok");
+      });
+    });
+    receiver.on("connection", () => connections++);
+    await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+    port = (receiver.address() as AddressInfo).port;
   });
 
   afterAll(async () => {
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await new Promise<void>((resolve) => receiver.close(() => resolve()));
   });
 
-  /** What a delivery does: guard the URL, then POST with the guarded lookup. */
-  function post(url: string, options: { allowPrivate: boolean }): Promise<string> {
-    const guard = guardWebhookRequest(url, options);
-    if (!guard.ok) return Promise.reject(new Error(`${guard.problem.code}: ${guard.problem.message}`));
-    return new Promise((resolve, reject) => {
-      const request = http.request(url, { method: "POST", lookup: guard.lookup, timeout: 5000 }, (response) => {
-        response.setEncoding("utf8");
-        let body = "";
-        response.on("data", (chunk: string) => (body += chunk));
-        response.on("end", () => resolve(`${response.statusCode} ${body}`));
-      });
-      request.on("error", reject);
-      request.end("{}");
-    });
+  beforeEach(() => {
+    connections = 0;
+    requests.length = 0;
+  });
+
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  /**
+   * DNS rebinding without a network: from now on the system resolver answers
+   * `name` with `address` (both the callback lookup Node connects with by
+   * default and the promise one the guard uses); every other name resolves as usual.
+   */
+  function rebind(name: string, address: string): void {
+    const realLookup = dns.lookup;
+    const realPromiseLookup = dns.promises.lookup;
+    const swap = (hostname: string) => (hostname === name ? address : hostname);
+    const lookup = (hostname: string, ...rest: unknown[]): unknown => Reflect.apply(realLookup, dns, [swap(hostname), ...rest]);
+    const promiseLookup = (hostname: string, ...rest: unknown[]): unknown => Reflect.apply(realPromiseLookup, dns.promises, [swap(hostname), ...rest]);
+    vi.spyOn(dns, "lookup").mockImplementation(lookup as typeof dns.lookup);
+    vi.spyOn(dns.promises, "lookup").mockImplementation(promiseLookup as typeof dns.promises.lookup);
   }
 
-  it("refuses the local server by name and by literal address", async () => {
-    await expect(post(`http://localhost:${port}/hook`, strict)).rejects.toThrow(/^blocked_hostname/);
-    await expect(post(`http://127.0.0.1:${port}/hook`, strict)).rejects.toThrow(/^blocked_address/);
-    await expect(post(`http://[::ffff:127.0.0.1]:${port}/hook`, strict)).rejects.toThrow(/^blocked_address/);
+  it("refuses the local receiver by name and by literal address, without connecting", async () => {
+    for (const url of [`http://localhost:${port}/hook`, `https://localhost:${port}/hook`]) {
+      expect((await guardedPost(url, "{}", {}, strict)).error, url).toMatch(/^address_blocked: localhost names this host/);
+    }
+    for (const url of [`https://127.0.0.1:${port}/hook`, `https://[::ffff:127.0.0.1]:${port}/hook`]) {
+      expect((await guardedPost(url, "{}", {}, strict)).error, url).toMatch(/^address_blocked: 127\.0\.0\.1 is a loopback address/);
+    }
+    expect(connections).toBe(0);
   });
 
-  it("refuses at connection time a name that resolves to loopback (lookup alone, as after a DNS change)", async () => {
-    const request = http.request(`http://localhost:${port}/hook`, { lookup: createGuardedLookup(strict) });
-    const error = await new Promise<Error>((resolve) => request.on("error", resolve).end());
-    expect(error).toBeInstanceOf(BlockedAddressError);
-    expect(error.message).toMatch(/^webhook host localhost resolved to (127\.0\.0\.1|::1): .* is a loopback address/);
+  it("refuses at connection time a name that resolves to loopback (as after a DNS change), before anything reaches the receiver", async () => {
+    rebind("rebound.example.com", "127.0.0.1");
+    // The name passes every check that reads the URL alone: only its resolution at connection time gives it away.
+    const url = `https://rebound.example.com:${port}/hook`;
+    expect(checkWebhookUrl(url, strict)).toBeUndefined();
+    const outcome = await guardedPost(url, '{"id":"evt_1"}', { "content-type": "application/json" }, strict);
+    expect(outcome).toEqual({
+      error: "address_blocked: webhook host rebound.example.com resolved to 127.0.0.1: 127.0.0.1 is a loopback address (set FRAUD_WEBHOOK_ALLOW_PRIVATE=true to allow it)",
+    });
+    expect(connections).toBe(0);
+    expect(requests).toEqual([]);
+    // The same name does lead to the receiver: where private addresses are allowed, the POST arrives.
+    expect(await guardedPost(`http://rebound.example.com:${port}/hook`, '{"id":"evt_2"}', {}, relaxed)).toMatchObject({ status: 200 });
+    expect(requests).toEqual([`POST rebound.example.com:${port} {"id":"evt_2"}`]);
   });
 
-  it("reaches the local server when private addresses are allowed", async () => {
-    expect(await post(`http://localhost:${port}/hook`, relaxed)).toBe("200 ok");
-    expect(await post(`http://127.0.0.1:${port}/hook`, relaxed)).toBe("200 ok");
+  it("reaches the local receiver when private addresses are allowed", async () => {
+    expect(await guardedPost(`http://localhost:${port}/hook`, "{}", {}, relaxed)).toMatchObject({ status: 200 });
+    expect(await guardedPost(`http://127.0.0.1:${port}/hook`, "{}", {}, relaxed)).toMatchObject({ status: 200 });
+    expect(requests).toEqual([`POST localhost:${port} {}`, `POST 127.0.0.1:${port} {}`]);
   });
 });
