@@ -7,7 +7,7 @@ import WebSocket from "ws";
 import type { StreamMessage } from "../../src/webhooks/stream.js";
 import type { WebhookEvent } from "../../src/webhooks/events.js";
 import { ManualClock } from "../helpers/clock.js";
-import { UK_IP, HUMAN_DESKTOP } from "../helpers/inputs.js";
+import { UK_IP, HUMAN_DESKTOP, botAttack } from "../helpers/inputs.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 const clock = new ManualClock();
@@ -198,8 +198,18 @@ describe("WebSocket delivery", () => {
     };
     expect(await verify(endpoint.secret)).toBe(true);
     expect(await verify(other.secret)).toBe(false);
-    // The other endpoint subscribes to case.created only.
-    expect(idle.messages).toEqual([]);
+    // The other endpoint subscribes to case.created only: a decide that opens a case reaches it, and since one
+    // connection delivers in order, a decision.allow sent to it by mistake would have arrived before.
+    const res = await fetch(`${server.url}/api/v1/decide`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": keys.test.secret },
+      body: JSON.stringify({ userId: "streamed_bot", action: "signup", ...botAttack("185.220.101.46") }),
+    });
+    expect(res.status).toBe(200);
+    await server.app.settled();
+    await expect.poll(() => idle.messages.length).toBeGreaterThan(0);
+    expect(idle.messages.map((m) => m.type)).toEqual(["case.created"]);
+    expect(opened.messages.map((m) => m.type)).toEqual(["decision.allow"]);
     opened.socket.close();
     idle.socket.close();
   });
