@@ -216,6 +216,11 @@ describe("unary gRPC", () => {
       const unfinished = await rawCall(slow.port, DECIDE_PATH, envelope(decideInput()).subarray(0, 10), { "x-api-key": slowKeys.keys.test.secret, "grpc-timeout": "50m" }, { leaveOpen: true });
       expect(unfinished.trailers["grpc-status"]).toBe(String(grpc.status.DEADLINE_EXCEEDED));
       expect((await fetch(`${slow.url}/api/health/live`)).status).toBe(200);
+      // The client picked the deadline: its expiry is not the service's fault, and leaves the status operational.
+      const metrics = await (await fetch(`${slow.url}/api/metrics`)).text();
+      expect(metrics).toMatch(/fraud_requests_total\{route="\/fraud\.v1\.DecisionService\/Decide",protocol="grpc",outcome="client_error",code="grpc_4"\} 2/);
+      const status = (await (await fetch(`${slow.url}/api/v1/status?public=true`)).json()) as { data: { status: string } };
+      expect(status.data.status).toBe("operational");
     } finally {
       await slow.close();
     }

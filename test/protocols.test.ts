@@ -52,6 +52,39 @@ describe("one port, four protocols", () => {
     });
   }
 
+  it("refuses a Connect JSON body with an unknown field, as REST does, and records nothing", async () => {
+    const count = () => (server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions WHERE user_id = 'typo_user'").get() as { n: number }).n;
+    const body = JSON.stringify({ userId: "typo_user", action: "checkout", ip: "81.2.69.160", ammount: 5000, currency: "EUR" });
+    const connect = await fetch(`${server.url}/fraud.v1.DecisionService/Decide`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "connect-protocol-version": "1", "x-api-key": secret },
+      body,
+    });
+    expect(connect.status).toBe(400);
+    expect((await connect.json()) as { code: string; message: string }).toMatchObject({ code: "invalid_argument", message: expect.stringMatching(/ammount/) });
+    const rest = await fetch(`${server.url}/api/v1/decide`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": secret }, body });
+    expect(rest.status).toBe(400);
+    await server.app.settled();
+    expect(count()).toBe(0);
+  });
+
+  it("keeps the public status operational when keyless clients send bytes that do not decode", async () => {
+    for (let i = 0; i < 30; i++) {
+      const junk = await fetch(`${server.url}/fraud.v1.DecisionService/Decide`, {
+        method: "POST",
+        headers: { "content-type": "application/proto", "connect-protocol-version": "1" },
+        body: new Uint8Array([0x0a, 0x64, 0x01]),
+      });
+      // connect-es answers undecodable bytes 500 "internal"; the service counts them as the request's fault.
+      expect(junk.status).toBeGreaterThanOrEqual(400);
+    }
+    const metrics = await (await fetch(`${server.url}/api/metrics`)).text();
+    expect(metrics).toMatch(/fraud_requests_total\{route="\/fraud\.v1\.DecisionService\/Decide",protocol="connect",outcome="client_error",code="MALFORMED_REQUEST"\} 30/);
+    const status = (await (await fetch(`${server.url}/api/v1/status?public=true`)).json()) as { data: { status: string; components: Array<{ name: string; status: string }> } };
+    expect(status.data.status).toBe("operational");
+    expect(status.data.components.every((component) => component.status === "operational")).toBe(true);
+  });
+
   it("serves gRPC over h2c to @grpc/grpc-js, the canonical client", async () => {
     const client = grpcClient(server.port);
     try {

@@ -206,8 +206,10 @@ export function buildApp(options: AppOptions): App {
   const eventStream = new EventStream(keys, webhookRepository, events, clock, logger, options.streamHeartbeatMs);
 
   const interceptors = apiInterceptors({ logger, keys, limiter, rateLimitOverrides: config.rateLimitOverrides });
-  // Zero values and empty lists stay in JSON: REST clients read the exact shapes of the specification.
-  const router = createConnectRouter({ interceptors, jsonOptions: JSON_WRITE_OPTIONS, readMaxBytes: config.maxBodyBytes });
+  // Zero values and empty lists stay in JSON: REST clients read the exact shapes of the specification. Unknown
+  // fields are refused, as the REST gateway refuses them (connect-es would drop them): a typo such as `ammount`
+  // must not produce a decision without its amount on any protocol.
+  const router = createConnectRouter({ interceptors, jsonOptions: { ...JSON_WRITE_OPTIONS, ignoreUnknownFields: false }, readMaxBytes: config.maxBodyBytes });
   // Each service is served by the router (Connect, gRPC, gRPC-Web) and by the REST gateway, from one implementation.
   const services: ServiceImplSpec[] = [];
   const serve = <T extends DescService>(service: T, implementation: ServiceImpl<T>): void => {

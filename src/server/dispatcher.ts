@@ -19,8 +19,13 @@ import type { GrpcUnaryPath } from "./grpc-unary.js";
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
 
-/** gRPC status codes that are the server's fault, for metrics. */
-const GRPC_SERVER_FAULTS = new Set(["2", "4", "13", "14", "15"]);
+/**
+ * gRPC status codes that are the server's fault, for metrics and the status
+ * report. Not DEADLINE_EXCEEDED: the client picks the deadline (a nanosecond
+ * is a valid one), so counting it would let any client, keyless, put the
+ * status at outage; slowness shows in the latency histogram instead.
+ */
+const GRPC_SERVER_FAULTS = new Set(["2", "13", "14", "15"]);
 
 /**
  * The single entry point of every HTTP request on the port: diagnostics,
@@ -162,6 +167,13 @@ export class Dispatcher {
       code = `grpc_${grpcStatus}`;
       serverError = GRPC_SERVER_FAULTS.has(grpcStatus);
       clientError = !serverError;
+    } else if (serverError && context.protocol !== "rest") {
+      // A failure the interceptors never saw happened in the RPC library's reading of the request, before
+      // any of the service's code ran: bytes that do not decode (connect-es answers those 500 "internal").
+      // The request's fault, not the service's.
+      code = "MALFORMED_REQUEST";
+      serverError = false;
+      clientError = true;
     }
     this.deps.metrics.observe({ route, protocol: context.protocol, code, serverError, clientError, durationMs, component });
     this.deps.logger.log(serverError ? "error" : "info", "request", {
