@@ -77,6 +77,7 @@ describe("one port, four protocols", () => {
       });
       // connect-es answers undecodable bytes 500 "internal"; the service counts them as the request's fault.
       expect(junk.status).toBeGreaterThanOrEqual(400);
+      expect(junk.headers.get("x-request-id")).toMatch(/^req_/);
     }
     const metrics = await (await fetch(`${server.url}/api/metrics`)).text();
     expect(metrics).toMatch(/fraud_requests_total\{route="\/fraud\.v1\.DecisionService\/Decide",protocol="connect",outcome="client_error",code="MALFORMED_REQUEST"\} 30/);

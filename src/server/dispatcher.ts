@@ -90,14 +90,15 @@ export class Dispatcher {
       if (--this.inFlight === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
     });
     if (this.draining && !("stream" in res)) res.setHeader("connection", "close");
+    // On every answer, whatever writes it: also the RPC library's own refusals, made before the interceptors
+    // that add the request id to the service's answers run (a body too large, bytes that do not decode).
+    res.setHeader(REQUEST_ID_HEADER, context.requestId);
 
     try {
       if (pathname === "/api/health" || pathname === "/api/health/live" || pathname === "/api/health/ready") {
-        res.setHeader(REQUEST_ID_HEADER, context.requestId);
         this.serveHealth(pathname, res);
       } else if (pathname === "/api/metrics") {
         route = pathname;
-        res.setHeader(REQUEST_ID_HEADER, context.requestId);
         res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
         res.end(this.deps.metrics.prometheus(this.deps.gauges()));
       } else if (rpc) {
