@@ -126,6 +126,11 @@ describe("consortium sharing between two installations", () => {
     const staleBatch = { ...batch, batchId: "cb_manualbatch000000000003", signedAt: signedAt - 3_600 };
     const stale = await post<ErrorBody>(hub, memberToken, path, { ...staleBatch, signature: signBatch(CONSORTIUM_KEY, staleBatch) });
     expect(stale.status).toBe(401);
+    // The tolerance holds both ways: a batch signed an hour ahead of the hub's clock is refused too, and not stored.
+    const futureBatch = { ...batch, batchId: "cb_manualbatch000000000004", signedAt: signedAt + 3_600 };
+    const future = await post<ErrorBody>(hub, memberToken, path, { ...futureBatch, signature: signBatch(CONSORTIUM_KEY, futureBatch) });
+    expect(future).toMatchObject({ status: 401, body: { error: { code: "UNAUTHORIZED" } } });
+    expect(hub.app.db.prepare("SELECT COUNT(*) AS n FROM consortium_batches WHERE id = ?").get(futureBatch.batchId)).toEqual({ n: 0 });
     expect((await post<ErrorBody>(hub, hubOperator.keys.live.publishable, path, signed)).status).toBe(403);
     // A key of an account without a consortium key cannot feed one.
     const stranger = hub.createAccount("Stranger");
