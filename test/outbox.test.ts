@@ -84,3 +84,40 @@ describe("outbox fairness", () => {
   });
 });
 
+
+describe("outbox retries", () => {
+  it("retries a handler that throws after 1 s, 5 s, 30 s, 2 min and 10 min, and moves it to the dead letters only after the last attempt", async () => {
+    const retryDb = openDatabase(tempDir());
+    const clock = new ManualClock();
+    const outbox = new Outbox(retryDb, clock, createLogger(() => undefined));
+    const tenant = { accountId: "acct_flaky", environment: "live" as const };
+    const attempts: number[] = [];
+    outbox.register("flaky", (task) => {
+      attempts.push(task.attempts);
+      return Promise.reject(new Error(`receiver down (attempt ${task.attempts})`));
+    });
+    outbox.enqueue("flaky", tenant, {});
+    const row = () => retryDb.prepare("SELECT status, attempts, last_error AS lastError FROM outbox").get();
+
+    await outbox.drain();
+    expect(attempts).toEqual([0]);
+    for (const [i, delay] of [1_000, 5_000, 30_000, 120_000, 600_000].entries()) {
+      expect(row()).toEqual({ status: "pending", attempts: i + 1, lastError: `receiver down (attempt ${i})` });
+      // Not a millisecond early.
+      clock.advance(delay - 1);
+      await outbox.drain();
+      expect(attempts).toHaveLength(i + 1);
+      clock.advance(1);
+      await outbox.drain();
+      expect(attempts).toHaveLength(i + 2);
+    }
+    expect(attempts).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(row()).toEqual({ status: "dead", attempts: 6, lastError: "receiver down (attempt 5)" });
+    expect(outbox.deadLetters(tenant, 10, 0)).toMatchObject([{ kind: "flaky", attempts: 6, lastError: "receiver down (attempt 5)" }]);
+    // A dead letter is not run again, however long one waits.
+    clock.advance(86_400_000);
+    await outbox.drain();
+    expect(attempts).toHaveLength(6);
+    retryDb.close();
+  });
+});
