@@ -61,15 +61,32 @@ describe("cases", () => {
 
   it("filters by status and priority and pages with limit and offset (count is the page size)", async () => {
     for (let i = 0; i < 3; i++) await decide(acme.keys.test.secret, { userId: `bot_${i}`, action: "signup", ...botAttack("185.220.101.45") });
+    // A case of another priority: a review rule opens one for a clean decision, and its score bands it low.
+    const policy = await fetch(`${server.url}/api/v1/policies`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": acme.keys.test.secret },
+      body: JSON.stringify({ name: "Review one user", status: "active", priority: 100, rules: [{ condition: "userId == 'under_review'", action: "review" }] }),
+    });
+    expect(policy.status).toBe(201);
+    const reviewed = await decide(acme.keys.test.secret, { userId: "under_review", action: "login", ip: UK_IP, ...HUMAN_DESKTOP });
+    expect(reviewed.score).toBeLessThan(80);
     await server.app.settled();
     const all = await listCases(acme.keys.test.secret);
-    expect(all.body.data.count).toBe(4);
+    expect(all.body.data.count).toBe(5);
     const page = await listCases(acme.keys.test.secret, "?limit=2&offset=1");
     expect(page.body.data.count).toBe(2);
     expect(page.body.data.cases.map((c) => c.id)).toEqual(all.body.data.cases.slice(1, 3).map((c) => c.id));
-    const priority = all.body.data.cases[0]?.priority ?? "low";
-    const filtered = await listCases(acme.keys.test.secret, `?status=open&priority=${priority}`);
-    expect(filtered.body.data.cases.every((c) => c.priority === priority && c.status === "open")).toBe(true);
+    const low = all.body.data.cases.filter((c) => c.priority === "low");
+    expect(low.map((c) => c.userId)).toEqual(["under_review"]);
+    const bots = all.body.data.cases.filter((c) => c.priority !== "low");
+    expect(bots).toHaveLength(4);
+    const priorities = [...new Set(all.body.data.cases.map((c) => c.priority))];
+    expect(priorities.length).toBeGreaterThanOrEqual(2);
+    for (const priority of priorities) {
+      const filtered = await listCases(acme.keys.test.secret, `?status=open&priority=${priority}`);
+      expect(filtered.body.data.count, priority).toBeGreaterThan(0);
+      expect(filtered.body.data.cases.map((c) => c.id), priority).toEqual(all.body.data.cases.filter((c) => c.priority === priority).map((c) => c.id));
+    }
     expect((await listCases(acme.keys.test.secret, "?status=resolved")).body.data.count).toBe(0);
   });
 
