@@ -119,6 +119,15 @@ describe("cases", () => {
   });
 
   it("applies defaults of 50 and 0 and rejects a limit above 100", async () => {
+    // More cases than a default page holds, in an account of their own.
+    const initech = server.createAccount("Initech");
+    for (let i = 0; i < 55; i++) await decide(initech.keys.test.secret, { userId: `bot_${i}`, action: "signup", ...botAttack("185.220.101.45") });
+    await server.app.settled();
+    const everything = await listCases(initech.keys.test.secret, "?limit=100");
+    expect(everything.body.data.count).toBe(55);
+    const defaults = await listCases(initech.keys.test.secret);
+    expect(defaults.body.data.count).toBe(50);
+    expect(defaults.body.data.cases.map((c) => c.id)).toEqual(everything.body.data.cases.slice(0, 50).map((c) => c.id));
     expect((await listCases(acme.keys.test.secret, "?limit=100")).status).toBe(200);
     expect((await listCases(acme.keys.test.secret, "?limit=101")).status).toBe(400);
     expect((await listCases(acme.keys.test.secret, "?limit=0")).status).toBe(400);
