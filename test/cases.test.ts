@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { caseForDecision } from "../src/cases/case-service.js";
 import type { WebhookEvent } from "../src/webhooks/events.js";
 import { HUMAN_DESKTOP, UK_IP, botAttack } from "./helpers/inputs.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
@@ -57,6 +58,15 @@ describe("cases", () => {
     expect(events.map((e) => e.type)).toEqual(expect.arrayContaining(["decision.deny", "decision.allow", "case.created"]));
     const created = events.find((e) => e.type === "case.created");
     expect(created).toMatchObject({ environment: "test", accountId: acme.account.id, data: { case: { id: caseId } } });
+  });
+
+  it("opens a case from a score of exactly 80, not at 79 unless a review rule decided", () => {
+    // The engine's score cannot be steered to an exact value from the API, so the decision writer's own rule is asked.
+    const decision = (score: number) => ({ id: "dec_boundary", userId: "edge", score, decision: "deny", reasons: ["TOR_EXIT"] });
+    expect(caseForDecision(decision(80), false)).toMatchObject({ decisionId: "dec_boundary", userId: "edge", score: 80, priority: "low" });
+    expect(caseForDecision(decision(79), false)).toBeUndefined();
+    expect(caseForDecision(decision(79), true)).toMatchObject({ score: 79, priority: "low" });
+    expect(caseForDecision(decision(0), true)).toMatchObject({ score: 0, priority: "low" });
   });
 
   it("filters by status and priority and pages with limit and offset (count is the page size)", async () => {
