@@ -17,17 +17,20 @@ interface Lulls {
   ms: number;
 }
 
-/** How long each test's writer writes. */
-const LOAD_MS = 1_500;
+/**
+ * Commits of a constant load: 3,000 rows of 4 KiB, 12 MiB, far more than the limits below let the WAL
+ * hold. A number of commits, not a duration, so that a slow machine writes as much as a fast one.
+ */
+const CONSTANT_COMMITS = 3_000;
 /** Between two commits: the decision writer's thread idles 0.1 ms and more between batches even when the service is saturated. */
 const GAP_MS = 0.1;
 
 /**
- * A writer thread that commits one transaction after another for
- * {@link LOAD_MS}, each a read then a 4 KiB row, {@link GAP_MS} apart, and
- * optionally a lull after every burst. Resolves with the number of commits.
+ * A writer thread that commits `commits` transactions one after another,
+ * each a read then a 4 KiB row, {@link GAP_MS} apart, and optionally a lull
+ * after every burst.
  */
-function writeConstantly(file: string, lulls?: Lulls): Promise<number> {
+function writeConstantly(file: string, commits: number, lulls?: Lulls): Promise<void> {
   const source = `
     const { workerData, parentPort } = require("node:worker_threads");
     const Database = require(workerData.driver);
@@ -39,21 +42,20 @@ function writeConstantly(file: string, lulls?: Lulls): Promise<number> {
     const count = db.prepare("SELECT count(*) AS n FROM filler");
     const insert = db.prepare("INSERT INTO filler (body) VALUES (randomblob(4000))");
     const write = db.transaction(() => { count.get(); insert.run(); });
-    const until = Date.now() + workerData.ms;
     let commits = 0;
     const gap = new Int32Array(new SharedArrayBuffer(4));
-    while (Date.now() < until) {
+    while (commits < workerData.commits) {
       write.immediate();
       commits++;
       Atomics.wait(gap, 0, 0, workerData.gapMs);
       if (workerData.lulls && commits % workerData.lulls.every === 0) Atomics.wait(gap, 0, 0, workerData.lulls.ms);
     }
     db.close();
-    parentPort.postMessage(commits);
+    parentPort.postMessage("done");
   `;
   return new Promise((resolve, reject) => {
-    const worker = new Worker(source, { eval: true, workerData: { file, ms: LOAD_MS, gapMs: GAP_MS, lulls, driver: SQLITE_DRIVER } });
-    worker.once("message", resolve);
+    const worker = new Worker(source, { eval: true, workerData: { file, commits, gapMs: GAP_MS, lulls, driver: SQLITE_DRIVER } });
+    worker.once("message", () => resolve());
     worker.once("error", reject);
   });
 }
@@ -70,12 +72,13 @@ describe("WAL checkpoints under constant writes", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  async function walBytesAfterLoad(options: CheckpointerOptions, lulls?: Lulls): Promise<{ walBytes: number; writtenBytes: number }> {
+  /** The WAL file's size once `commits` commits are written: the most it held since it was last truncated. */
+  async function walBytesAfterLoad(options: CheckpointerOptions, commits: number, lulls?: Lulls): Promise<{ walBytes: number; writtenBytes: number }> {
     // The WAL starts empty: the schema's migrations are not counted against the limits.
     db.pragma("wal_checkpoint(TRUNCATE)");
     const checkpointer = new Checkpointer(db, dir, createLogger(() => undefined), options);
     try {
-      const commits = await writeConstantly(join(dir, DATABASE_FILE), lulls);
+      await writeConstantly(join(dir, DATABASE_FILE), commits, lulls);
       return { walBytes: statSync(join(dir, `${DATABASE_FILE}-wal`)).size, writtenBytes: commits * 4096 };
     } finally {
       await checkpointer.stop();
@@ -84,8 +87,8 @@ describe("WAL checkpoints under constant writes", () => {
 
   it("keeps the WAL near its limits by starting it over, even when commits hardly pause", async () => {
     // 256 and 512 frames of 4 KiB: about 1 and 2 MiB.
-    const { walBytes, writtenBytes } = await walBytesAfterLoad({ intervalMs: 10, restartAboveFrames: 256, forceRestartAboveFrames: 512 });
-    expect(writtenBytes).toBeGreaterThan(10 * 1024 * 1024);
+    const { walBytes } = await walBytesAfterLoad({ intervalMs: 10, restartAboveFrames: 256, forceRestartAboveFrames: 512 }, CONSTANT_COMMITS);
+    // Without restarts the WAL would hold all of the 12 MiB written, and more (the last test).
     expect(walBytes).toBeLessThan(8 * 1024 * 1024);
   });
 
@@ -93,8 +96,10 @@ describe("WAL checkpoints under constant writes", () => {
     // No forced restart (which holds writers for its copy and fsyncs): only at moments when the WAL is wholly
     // copied. A lull must outlast a pass's fsyncs for there to be one; 2 ms gaps between all commits did
     // not, on a loaded machine.
+    // 40 bursts of 20 commits: 3.2 MiB, whose third is past the 1 MiB bound below.
     const { walBytes, writtenBytes } = await walBytesAfterLoad(
       { intervalMs: 10, restartAboveFrames: 32, forceRestartAboveFrames: Number.MAX_SAFE_INTEGER },
+      800,
       { every: 20, ms: 50 },
     );
     // It never holds much more than the limit and a burst or two (20 commits of about 3 frames each), and far
@@ -134,11 +139,12 @@ describe("WAL checkpoints under constant writes", () => {
   });
 
   it("lets it grow with every commit when it never starts over (what the limits are for)", async () => {
-    const { walBytes, writtenBytes } = await walBytesAfterLoad({
-      intervalMs: 10,
-      restartAboveFrames: Number.MAX_SAFE_INTEGER,
-      forceRestartAboveFrames: Number.MAX_SAFE_INTEGER,
-    });
+    const { walBytes, writtenBytes } = await walBytesAfterLoad(
+      { intervalMs: 10, restartAboveFrames: Number.MAX_SAFE_INTEGER, forceRestartAboveFrames: Number.MAX_SAFE_INTEGER },
+      CONSTANT_COMMITS,
+    );
     expect(walBytes).toBeGreaterThan(writtenBytes / 2);
+    // The same load as the first test's, which its limits keep under 8 MiB.
+    expect(walBytes).toBeGreaterThan(8 * 1024 * 1024);
   });
 });
