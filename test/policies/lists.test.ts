@@ -83,15 +83,15 @@ describe("lists in conditions", () => {
     expect(matched("signals.network.ip in lists.blocked_ips OR userId in lists.vip_users", { signals })).toBe(true);
   });
 
-  it("keeps lookups fast at 100,000 entries", () => {
-    // A sanity bound only, far above the real cost (microseconds per lookup), far below a scan (~100k steps each).
+  it("answers 2,000 lookups in lists of 100,000 entries, ranges and addresses alike", () => {
+    // How fast is bench/policies.ts's question; that each `in` is one membership test, never a scan, is the
+    // next describe's. Here: every answer is right. 11.0.x.7 lies in a listed /24 when x is a multiple of 4.
     const program = [compiled("ip in lists.blocked_ips AND email in lists.bad_emails")];
     const contexts = Array.from({ length: 2000 }, (_, i) =>
       context({ lists, ip: `11.0.${i % 256}.7`, email: `person${i}@example.com` }),
     );
-    const started = performance.now();
-    for (const ctx of contexts) evaluatePolicies(program, ctx);
-    expect(performance.now() - started).toBeLessThan(2000);
+    const matches = contexts.map((ctx) => evaluatePolicies(program, ctx).results[0]?.matchedRule === 0);
+    expect(matches).toEqual(contexts.map((_, i) => i % 4 === 0));
   });
 });
 
