@@ -316,9 +316,8 @@ describe("what a rule may build", () => {
     const hundred = Array.from({ length: 100 }, () => "s").join(" + ");
     const condition = `[${Array.from({ length: 40 }, () => "userId").join(", ")}].map(s, ${hundred}).map(s, ${hundred}).map(s, ${hundred}).exists(d, d.contains("zz"))`;
     expect(condition.length).toBeLessThan(4_096);
-    const started = performance.now();
+    // Without the bound this call runs out of memory (or past the test's timeout) instead of answering.
     expect(outcome(condition, { userId: "u".repeat(256) })).toEqual({ matched: false, errors: ["a string built by the rule would pass 4096 characters"] });
-    expect(performance.now() - started).toBeLessThan(1_000);
     // Ordinary joins are untouched.
     expect(outcome("userId + '@' + action == 'u1@login'", { userId: "u1", action: "login" })).toEqual({ matched: true, errors: [] });
   });
