@@ -345,9 +345,13 @@ describe("HTTP delivery", () => {
     expect(letters.map((l) => ({ kind: l.kind, lastError: l.lastError, payload: l.payload }))).toEqual([
       { kind: "event", lastError: "the event task's payload is not JSON", payload: { unparsed: "not json" } },
     ]);
-    // The runner carries on with other work.
+    // The runner carries on with other work: the account's next event is delivered.
+    await createEndpoint(keys.test.secret, { url: receiver.url, events: ["decision.allow"] });
+    receiver.requests.length = 0;
     await decide(keys.test.secret, false);
     await drain();
+    expect(receiver.requests.map((request) => (JSON.parse(request.body) as WebhookEvent).type)).toEqual(["decision.allow"]);
+    expect((JSON.parse(receiver.requests[0]?.body ?? "{}") as WebhookEvent).accountId).toBe(account.id);
   });
 
   it("gives up an attempt after 10 seconds without an answer and retries it", async () => {
