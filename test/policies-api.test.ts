@@ -244,7 +244,9 @@ describe("policies acting on decisions", () => {
       .filter((row) => (JSON.parse(row.record) as { policyResults: Array<{ policyId: string; matchedRule: number }> }).policyResults.some((r) => r.policyId === torPolicy.id && r.matchedRule >= 0)).length;
     expect(replay.body.data.matched).toBe(liveMatches);
     expect(replay.body.data.evaluated).toBeGreaterThan(replay.body.data.matched);
-    expect(replay.body.data.transitions.every((t) => t.to === "allow")).toBe(true);
+    // Every Tor login it matched had been challenged, and would have been allowed.
+    expect(replay.body.data.changed).toBe(replay.body.data.matched);
+    expect(replay.body.data.transitions).toEqual([{ from: "challenge", to: "allow", count: liveMatches }]);
     // Make it active: new decisions follow it, and replaying it over them changes nothing.
     await call("PUT", `/api/v1/policies/${torPolicy.id}`, { name: torPolicy.name, status: "active", priority: 50, actions: ["login"], rules: torPolicy.rules });
     clock.advance(1000);
@@ -255,10 +257,14 @@ describe("policies acting on decisions", () => {
   });
 
   it("backtests a draft without saving it, and validates the window", async () => {
-    const draft = await call<{ data: { evaluated: number; changed: number; transitions: Array<{ from: string; to: string }> } }>("POST", "/api/v1/policies/backtest", { name: "draft", rules: [{ condition: "score >= 10", action: "deny" }], priority: 1000, window: { from: new Date(clock.now() - 86_400_000).toISOString() } });
+    const draft = await call<{ data: { evaluated: number; changed: number; transitions: Array<{ from: string; to: string; count: number }> } }>("POST", "/api/v1/policies/backtest", { name: "draft", rules: [{ condition: "score >= 10", action: "deny" }], priority: 1000, window: { from: new Date(clock.now() - 86_400_000).toISOString() } });
     expect(draft.status).toBe(200);
     expect(draft.body.data.evaluated).toBeGreaterThan(0);
-    expect(draft.body.data.transitions.every((t) => t.to === "deny")).toBe(true);
+    // Allowed and challenged decisions of score 10 and more alike would have been denied.
+    const { transitions } = draft.body.data;
+    expect(transitions.map((t) => t.from).sort()).toEqual(["allow", "challenge"]);
+    expect(transitions.every((t) => t.to === "deny" && t.count > 0)).toBe(true);
+    expect(transitions.reduce((sum, t) => sum + t.count, 0)).toBe(draft.body.data.changed);
     const before = (await call<{ policies: PolicyJson[] }>("GET", "/api/v1/policies")).body.policies.length;
     expect(before).toBeGreaterThan(1);
     expect((await call<{ policies: PolicyJson[] }>("GET", "/api/v1/policies")).body.policies.some((p) => p.name === "draft")).toBe(false);
