@@ -389,16 +389,31 @@ describe("lists saved by an earlier release", () => {
 
 describe("limits on what an account holds", () => {
   it("refuses a policy, a list or list entries past their limits with 409, keeping nothing of the refused call", async () => {
-    const owner = server.createAccount("Hoarder").keys.live.secret;
+    const hoarder = server.createAccount("Hoarder");
+    const owner = hoarder.keys.live.secret;
     const as = <T>(method: string, path: string, body?: unknown) => call<T>(method, path, body, owner);
+    const stored = (sql: string) => (server.app.db.prepare(sql).get(hoarder.account.id) as { n: number }).n;
     for (let i = 0; i < MAX_POLICIES; i++) {
       expect((await as<PolicyJson>("POST", "/api/v1/policies", { name: `p${i}`, status: "disabled", rules: [{ condition: "false", action: "deny" }] })).status).toBe(201);
     }
     const policy = await as<ErrorJson>("POST", "/api/v1/policies", { name: "one too many", rules: [{ condition: "false", action: "deny" }] });
     expect(policy).toMatchObject({ status: 409, body: { error: { code: "CONFLICT", message: expect.stringMatching(/already hold 200 policies/) } } });
+    // Nothing of it was kept: no policy, no version of one, no audit entry.
+    const policies = (await as<{ policies: PolicyJson[] }>("GET", "/api/v1/policies")).body.policies;
+    expect(policies).toHaveLength(MAX_POLICIES + 1);
+    expect(policies.filter((p) => p.builtIn)).toHaveLength(1);
+    expect(policies.map((p) => p.name)).not.toContain("one too many");
+    expect(stored("SELECT count(*) AS n FROM policies WHERE account_id = ?")).toBe(MAX_POLICIES);
+    expect(stored("SELECT count(*) AS n FROM policy_versions WHERE account_id = ?")).toBe(MAX_POLICIES);
+    expect(stored("SELECT count(*) AS n FROM audit_log WHERE account_id = ? AND action LIKE 'policy.%'")).toBe(MAX_POLICIES);
 
     for (let i = 0; i < MAX_LISTS; i++) expect((await as("PUT", `/api/v1/lists/l${i}`, { kind: "ip", type: "deny" })).status).toBe(200);
     expect((await as<ErrorJson>("PUT", "/api/v1/lists/one_too_many", { kind: "ip", type: "deny" })).status).toBe(409);
+    const lists = (await as<{ data: { lists: Array<{ name: string }> } }>("GET", "/api/v1/lists")).body.data.lists;
+    expect(lists).toHaveLength(MAX_LISTS);
+    expect(lists.map((l) => l.name)).not.toContain("one_too_many");
+    expect(stored("SELECT count(*) AS n FROM lists WHERE account_id = ?")).toBe(MAX_LISTS);
+    expect(stored("SELECT count(*) AS n FROM audit_log WHERE account_id = ? AND action LIKE 'list.%'")).toBe(MAX_LISTS);
     // Changing a list it already holds is still fine.
     expect((await as("PUT", "/api/v1/lists/l0", { kind: "ip", type: "allow" })).status).toBe(200);
 
