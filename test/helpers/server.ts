@@ -46,8 +46,12 @@ export async function startTestServer(
     logs,
     createAccount: (name = "Test", overrides = {}) => app.keys.createAccount(name, overrides),
     close: async () => {
-      await app.close();
-      fs.rmSync(dataDir, { recursive: true, force: true });
+      // The temp dir goes even when closing fails; the failure still reaches the caller.
+      try {
+        await app.close();
+      } finally {
+        fs.rmSync(dataDir, { recursive: true, force: true });
+      }
     },
   };
 }
