@@ -308,15 +308,24 @@ export function buildApp(options: AppOptions): App {
         listener.destroyAll();
         await stopped;
         clearInterval(maintenance);
+        // Every step runs even when one before it fails (a database gone bad, a thread that died): the
+        // threads must still stop and the file close, or the process would not exit. Failures are logged.
+        const step = async (name: string, work: () => unknown): Promise<void> => {
+          try {
+            await work();
+          } catch (error) {
+            logger.log("error", "shutdown step failed", { step: name, error: error instanceof Error ? error.message : String(error) });
+          }
+        };
         // The decisions already handed to the writer are committed; then their side effects,
         // and any other task already due, run before the database closes.
-        await writer.close();
+        await step("decision writer", () => writer.close());
         // What is left of the grace period, and at least a second for the follow-ups' own tasks.
-        await outbox.stop(Math.max(MIN_OUTBOX_FLUSH_MS, graceEnds - performance.now()));
-        analyzeState.flush();
-        await engine.close();
-        await checkpointer.stop();
-        db.close();
+        await step("outbox", () => outbox.stop(Math.max(MIN_OUTBOX_FLUSH_MS, graceEnds - performance.now())));
+        await step("analyze state", () => analyzeState.flush());
+        await step("engine", () => engine.close());
+        await step("checkpointer", () => checkpointer.stop());
+        await step("database", () => db.close());
       })();
       return closing;
     },
