@@ -1,4 +1,5 @@
 import http from "node:http";
+import http2 from "node:http2";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createClient, ConnectError, Code } from "@connectrpc/connect";
@@ -185,6 +186,75 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     const metrics = await (await fetch(`${server.url}/api/metrics`)).text();
     expect(metrics).toMatch(/fraud_requests_total\{route="PUT \/api\/v1\/cases\/\{id\}",protocol="rest",outcome="client_error",code="METHOD_NOT_ALLOWED"\} 2/);
     expect(metrics).not.toContain("case_invented");
+  });
+
+  it("answers HEAD as GET without the body, over HTTP/1.1 and h2c, and OPTIONS with the methods a path takes", async () => {
+    const head = await fetch(`${server.url}/api/v1/cases`, { method: "HEAD", headers: { "x-api-key": secret } });
+    expect(head.status).toBe(200);
+    expect(head.headers.get("content-type")).toMatch(/^application\/json/);
+    expect(await head.text()).toBe("");
+    expect((await fetch(`${server.url}/api/v1/cases`, { method: "HEAD" })).status).toBe(401);
+    const session = http2.connect(server.url);
+    try {
+      const h2 = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const stream = session.request({ ":method": "HEAD", ":path": "/api/v1/status?public=true" });
+        let body = "";
+        let status = 0;
+        stream.on("response", (headers) => (status = Number(headers[":status"])));
+        stream.on("data", (chunk: Buffer) => (body += chunk.toString()));
+        stream.on("end", () => resolve({ status, body }));
+        stream.on("error", reject);
+        stream.end();
+      });
+      expect(h2).toEqual({ status: 200, body: "" });
+    } finally {
+      session.close();
+    }
+    const options = await fetch(`${server.url}/api/v1/cases`, { method: "OPTIONS" });
+    expect(options.status).toBe(204);
+    expect(options.headers.get("allow")).toBe("GET, HEAD, OPTIONS");
+    expect(options.headers.get("access-control-allow-origin")).toBeNull();
+    const rpcOptions = await fetch(`${server.url}/fraud.v1.CaseService/ListCases`, { method: "OPTIONS" });
+    expect(rpcOptions.status).toBe(204);
+    expect(rpcOptions.headers.get("allow")).toBe("POST, OPTIONS");
+    expect((await fetch(`${server.url}/api/v1/nothing-here`, { method: "OPTIONS" })).status).toBe(404);
+    // A wrong method names HEAD beside GET.
+    const wrong = await fetch(`${server.url}/api/v1/cases`, { method: "DELETE", headers: { "x-api-key": secret } });
+    expect(wrong.status).toBe(405);
+    expect(wrong.headers.get("allow")).toBe("GET, HEAD");
+  });
+
+  it("answers CORS preflights for what a publishable key may call, and refuses the rest", async () => {
+    const preflight = (path: string, method: string) =>
+      fetch(`${server.url}${path}`, {
+        method: "OPTIONS",
+        headers: { origin: "https://shop.example", "access-control-request-method": method, "access-control-request-headers": "content-type, x-api-key" },
+      });
+    for (const [path, method] of [["/api/v1/decide", "POST"], ["/api/v1/analyze", "POST"], ["/api/v1/status", "GET"], ["/fraud.v1.DecisionService/Decide", "POST"]] as const) {
+      const res = await preflight(path, method);
+      expect(res.status, path).toBe(204);
+      expect(res.headers.get("access-control-allow-origin"), path).toBe("*");
+      expect(res.headers.get("access-control-allow-methods"), path).toBe(method);
+      expect(res.headers.get("access-control-allow-headers"), path).toContain("x-api-key");
+    }
+    for (const [path, method, status, code] of [
+      ["/api/v1/cases", "GET", 403, "FORBIDDEN"],
+      ["/api/v1/feedback", "POST", 403, "FORBIDDEN"],
+      ["/fraud.v1.CaseService/ListCases", "POST", 403, "FORBIDDEN"],
+      ["/api/v1/decide", "DELETE", 405, "METHOD_NOT_ALLOWED"],
+    ] as const) {
+      const res = await preflight(path, method);
+      expect(res.status, `${method} ${path}`).toBe(status);
+      expect(res.headers.get("access-control-allow-origin"), path).toBeNull();
+      expect(((await res.json()) as ErrorBody).error.code).toBe(code);
+    }
+    // The answer to a page's request carries the CORS headers only where the preflight would pass.
+    const decided = await fetch(`${server.url}/api/v1/status?public=true`, { headers: { origin: "https://shop.example" } });
+    expect(decided.headers.get("access-control-allow-origin")).toBe("*");
+    expect(decided.headers.get("access-control-expose-headers")).toContain("x-request-id");
+    const cases = await fetch(`${server.url}/api/v1/cases`, { headers: { origin: "https://shop.example", "x-api-key": secret } });
+    expect(cases.status).toBe(200);
+    expect(cases.headers.get("access-control-allow-origin")).toBeNull();
   });
 
   it("gives every HTTP answer its request id, health checks and metrics included", async () => {

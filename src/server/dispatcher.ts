@@ -5,6 +5,7 @@ import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { DecisionService } from "../../gen/fraud/v1/decision_pb.js";
 import { withCallContext, type CallContext, type Protocol } from "../api/context.js";
+import { contractOf, type MethodContract } from "../api/contract.js";
 import { apiError, describeError, internalError } from "../api/errors.js";
 import { REQUEST_ID_HEADER } from "../api/interceptors.js";
 import { newId } from "../ids.js";
@@ -12,6 +13,7 @@ import { keyHint, type Logger } from "../log.js";
 import type { HealthMonitor } from "../observability/health.js";
 import type { ComponentName, Metrics } from "../observability/metrics.js";
 import type { ClientIpResolver } from "./client-ip.js";
+import { allowCrossOriginAnswer, allowsCrossOrigin, answerPreflight, preflightMethod } from "./cors.js";
 import type { RestGateway } from "./gateway.js";
 import { requestUrl } from "./request-url.js";
 import type { GrpcUnaryPath } from "./grpc-unary.js";
@@ -101,8 +103,12 @@ export class Dispatcher {
         route = pathname;
         res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
         res.end(this.deps.metrics.prometheus(this.deps.gauges()));
+      } else if (rpc && req.method === "OPTIONS") {
+        route = `OPTIONS ${pathname}`;
+        this.serveOptions(req, res, context, pathname, ["POST"], (method) => (method === "POST" ? contractOf(rpc.method) : undefined));
       } else if (rpc) {
         component = componentOf(rpc.service.typeName);
+        this.allowCrossOrigin(req, res, contractOf(rpc.method));
         const unary = this.grpcUnary.accepts(req, res, pathname);
         if (unary) {
           grpcStatus = await this.grpcUnary.serve(unary, context, url.href);
@@ -112,11 +118,24 @@ export class Dispatcher {
           await universalResponseToNodeResponse(uRes, res);
           grpcStatus = uRes.trailer?.get("grpc-status") ?? uRes.header?.get("grpc-status");
         }
+      } else if (req.method === "OPTIONS") {
+        const paths = this.gateway.match("OPTIONS", pathname);
+        if (paths.kind === "wrong-method") {
+          route = `OPTIONS ${paths.template}`;
+          this.serveOptions(req, res, context, pathname, paths.allowed, (method) => {
+            const found = this.gateway.match(method, pathname);
+            return found.kind === "route" ? found.route.contract : undefined;
+          });
+        } else {
+          route = "unmatched";
+          this.gateway.writeError(res, context, apiError("NOT_FOUND", `no endpoint ${pathname}`));
+        }
       } else {
         const match = this.gateway.match(req.method ?? "GET", pathname);
         if (match.kind === "route") {
-          route = `${match.route.verb} ${match.route.template}`;
+          route = `${req.method ?? ""} ${match.route.template}`;
           component = componentOf(match.route.contract.method.parent.typeName);
+          this.allowCrossOrigin(req, res, match.route.contract);
           await this.gateway.serve(match, req, res, context, url);
         } else if (match.kind === "wrong-method") {
           // By its template, as matched routes are: a raw path would add a metric series per path a client invents.
@@ -139,6 +158,48 @@ export class Dispatcher {
       this.deps.logger.log("warn", "response failed", { requestId: context.requestId, error: String(error) });
       if (!res.headersSent) res.writeHead(500);
       res.end();
+    }
+  }
+
+  /** A cross-origin request to an operation browsers may call: its answer is readable by the page (cors.ts). */
+  private allowCrossOrigin(req: NodeRequest, res: NodeResponse, contract: MethodContract | undefined): void {
+    if (req.headers.origin !== undefined && contract !== undefined && allowsCrossOrigin(contract)) allowCrossOriginAnswer(res);
+  }
+
+  /**
+   * OPTIONS on a path: a CORS preflight, answered for the operations browsers
+   * may call and refused (without CORS headers) for the others; else the
+   * methods the path takes.
+   */
+  private serveOptions(
+    req: NodeRequest,
+    res: NodeResponse,
+    context: CallContext,
+    pathname: string,
+    allowed: readonly string[],
+    contractFor: (method: string) => MethodContract | undefined,
+  ): void {
+    const requested = preflightMethod(req);
+    if (requested === undefined) {
+      res.writeHead(204, { allow: [...allowed, "OPTIONS"].join(", ") });
+      res.end();
+      return;
+    }
+    const contract = contractFor(requested);
+    if (contract === undefined) {
+      res.setHeader("allow", allowed.join(", "));
+      this.gateway.writeError(res, context, apiError("METHOD_NOT_ALLOWED", `${requested} is not allowed on ${pathname}; use ${allowed.join(" or ")}`));
+    } else if (!allowsCrossOrigin(contract)) {
+      this.gateway.writeError(
+        res,
+        context,
+        apiError(
+          "FORBIDDEN",
+          `a web page may call only what a publishable key may (decide, analyze) and the public status: ${contract.method.name} needs a secret key, which belongs on a server`,
+        ),
+      );
+    } else {
+      answerPreflight(res, requested);
     }
   }
 

@@ -105,8 +105,10 @@ export class RestGateway {
     for (const route of this.routes) {
       const found = route.pattern.exec(pathname);
       if (!found) continue;
-      if (route.verb === verb) return { kind: "route", route, params: found.slice(1) };
+      // HEAD is GET without the body (Node's HTTP servers leave the body out of a HEAD answer).
+      if (route.verb === verb || (verb === "HEAD" && route.verb === "GET")) return { kind: "route", route, params: found.slice(1) };
       allowed.push(route.verb);
+      if (route.verb === "GET") allowed.push("HEAD");
       template ||= route.template;
     }
     return allowed.length > 0 ? { kind: "wrong-method", allowed, template } : { kind: "none" };
