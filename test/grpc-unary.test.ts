@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DecideRequestSchema, DecideResponseSchema, DecisionService } from "../gen/fraud/v1/decision_pb.js";
 import { ErrorDetailSchema } from "../gen/fraud/v1/errors_pb.js";
 import type { AccountKeys } from "../src/auth/key-service.js";
+import { encodeGrpcMessage } from "../src/server/grpc-unary.js";
 import { grpcClient, grpcUnary } from "./helpers/grpc.js";
 import { USER_AGENTS } from "./helpers/inputs.js";
 import { startTestServer, tempDir, type TestServer } from "./helpers/server.js";
@@ -95,10 +96,22 @@ describe("unary gRPC", () => {
     try {
       const result = await grpcUnary(client, DecisionService, "Decide", DecideRequestSchema, DecideResponseSchema, { userId: "u", action: "login" }, { "x-api-key": "fk_test_wrong" });
       expect(result.error?.code).toBe(grpc.status.UNAUTHENTICATED);
+      // The message reads as written, punctuation included (grpc-js decodes it with decodeURI).
+      expect(result.error?.details).toBe("the API key is invalid, expired or revoked");
       expect(result.trailers?.get("fraud-error-code")).toEqual(["UNAUTHORIZED"]);
     } finally {
       client.close();
     }
+  });
+
+  it("percent-encodes grpc-message as the gRPC protocol does, so both decodeURI and decodeURIComponent read it back", () => {
+    for (const message of ["the API key is invalid, expired or revoked", "no RPC method a.b/C: see https://x.example/?q=1#f", "100% sure", "déjà vu ✓", "line\nbreak"]) {
+      const encoded = encodeGrpcMessage(message);
+      expect(encoded).toMatch(/^[\x20-\x7e]*$/);
+      expect(decodeURI(encoded), message).toBe(message);
+      expect(decodeURIComponent(encoded), message).toBe(message);
+    }
+    expect(encodeGrpcMessage("a, b/c: 5%")).toBe("a, b/c: 5%25");
   });
 
   it("refuses bytes that are not the request message", async () => {

@@ -86,6 +86,28 @@ describe("one port, four protocols", () => {
     expect(status.data.components.every((component) => component.status === "operational")).toBe(true);
   });
 
+  it("answers a method it does not have with UNIMPLEMENTED in the caller's own protocol", async () => {
+    const client = grpcClient(server.port);
+    try {
+      const error = await new Promise<grpc.ServiceError | null>((resolve) => {
+        client.makeUnaryRequest("/fraud.v1.DecisionService/Nope", (m: Buffer) => m, (b: Buffer) => b, Buffer.alloc(0), new grpc.Metadata(), (e) => resolve(e));
+      });
+      expect(error?.code, error?.details).toBe(grpc.status.UNIMPLEMENTED);
+      expect(error?.details).toMatch(/no RPC method fraud\.v1\.DecisionService\/Nope/);
+    } finally {
+      client.close();
+    }
+    const connect = await fetch(`${server.url}/fraud.v1.DecisionService/Nope`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "connect-protocol-version": "1" },
+      body: "{}",
+    });
+    expect(connect.status).toBe(404);
+    expect(await connect.json()).toMatchObject({ code: "unimplemented", message: expect.stringMatching(/Nope/) });
+    const metrics = await (await fetch(`${server.url}/api/metrics`)).text();
+    expect(metrics).toMatch(/fraud_requests_total\{route="unmatched",protocol="grpc",outcome="client_error",code="NOT_IMPLEMENTED"\} 1/);
+  });
+
   it("serves gRPC over h2c to @grpc/grpc-js, the canonical client", async () => {
     const client = grpcClient(server.port);
     try {

@@ -1,6 +1,6 @@
 import type http from "node:http";
 import type http2 from "node:http2";
-import { createContextValues, type ConnectRouter } from "@connectrpc/connect";
+import { Code, ConnectError, createContextValues, type ConnectRouter } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { DecisionService } from "../../gen/fraud/v1/decision_pb.js";
@@ -16,7 +16,7 @@ import type { ClientIpResolver } from "./client-ip.js";
 import { allowCrossOriginAnswer, allowsCrossOrigin, answerPreflight, preflightMethod } from "./cors.js";
 import type { RestGateway } from "./gateway.js";
 import { requestUrl } from "./request-url.js";
-import type { GrpcUnaryPath } from "./grpc-unary.js";
+import { encodeGrpcMessage, type GrpcUnaryPath } from "./grpc-unary.js";
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
@@ -142,6 +142,9 @@ export class Dispatcher {
           route = `${req.method ?? ""} ${match.template}`;
           res.setHeader("allow", match.allowed.join(", "));
           this.gateway.writeError(res, context, apiError("METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${pathname}; use ${match.allowed.join(" or ")}`));
+        } else if (isRpcCall(req)) {
+          route = "unmatched";
+          await this.answerUnknownRpc(req, res, context, pathname);
         } else {
           route = "unmatched";
           this.gateway.writeError(res, context, apiError("NOT_FOUND", `no endpoint ${req.method} ${pathname}`));
@@ -159,6 +162,42 @@ export class Dispatcher {
       if (!res.headersSent) res.writeHead(500);
       res.end();
     }
+  }
+
+  /**
+   * An RPC client calling a method this server does not have gets UNIMPLEMENTED in its own protocol, which
+   * its library reads (a REST error envelope it could not): gRPC and gRPC-Web as a trailers-only answer,
+   * Connect as a 404 with its JSON error.
+   */
+  private async answerUnknownRpc(req: NodeRequest, res: NodeResponse, context: CallContext, pathname: string): Promise<void> {
+    const message = `no RPC method ${pathname.slice(1)} on this server (list them with server reflection)`;
+    context.error = new ConnectError(message, Code.Unimplemented);
+    const contentType = req.headers["content-type"] ?? "";
+    context.protocol = rpcProtocol(contentType);
+    // The message is read and dropped first (nothing of it is kept): an answer ending the stream before the
+    // client has sent it all reaches an HTTP/2 client as a reset, not as the status. A client that never
+    // ends it meets the request timeout.
+    if (!req.complete) {
+      await new Promise<void>((resolve) => {
+        req.on("data", () => undefined);
+        req.once("end", resolve).once("close", resolve).once("error", () => resolve());
+      });
+    }
+    if (contentType.startsWith("application/grpc")) {
+      const status = { "grpc-status": String(Code.Unimplemented), "grpc-message": encodeGrpcMessage(message) };
+      if ("stream" in res) {
+        // gRPC over HTTP/2: the status in trailers, after the headers.
+        res.writeHead(200, { "content-type": contentType });
+        res.addTrailers(status);
+      } else {
+        // gRPC-Web over HTTP/1.1: a trailers-only answer, the status in the headers.
+        res.writeHead(200, { "content-type": contentType, ...status });
+      }
+      res.end();
+      return;
+    }
+    res.writeHead(404, { "content-type": "application/json" });
+    res.end(JSON.stringify({ code: "unimplemented", message }));
   }
 
   /** A cross-origin request to an operation browsers may call: its answer is readable by the page (cors.ts). */
@@ -257,6 +296,12 @@ export class Dispatcher {
 
 /** The status logged and counted for a call whose client closed it before its answer was written. */
 const CLIENT_CLOSED_REQUEST = 499;
+
+/** Whether a request is an RPC call by its headers (the path alone may be a mistyped REST one). */
+function isRpcCall(req: NodeRequest): boolean {
+  const contentType = req.headers["content-type"] ?? "";
+  return req.method === "POST" && (contentType.startsWith("application/grpc") || contentType.startsWith("application/connect+") || req.headers["connect-protocol-version"] !== undefined);
+}
 
 function rpcProtocol(contentType: string | undefined): Protocol {
   if (contentType?.startsWith("application/grpc-web")) return "grpc-web";

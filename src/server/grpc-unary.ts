@@ -7,6 +7,7 @@ import {
   contentTypeProto,
   grpcStatusOk,
   headerEncoding,
+  headerGrpcMessage,
   headerGrpcStatus,
   headerTimeout,
   parseTimeout,
@@ -103,7 +104,9 @@ export class GrpcUnaryPath {
       body = encodeEnvelope(0, toBinary(method.output, response.message));
       trailer.set(headerGrpcStatus, grpcStatusOk);
     } catch (error) {
-      setTrailerStatus(trailer, context.error ?? ConnectError.from(error, Code.Internal));
+      const failure = context.error ?? ConnectError.from(error, Code.Internal);
+      setTrailerStatus(trailer, failure);
+      trailer.set(headerGrpcMessage, encodeGrpcMessage(failure.rawMessage));
     } finally {
       deadline.clear();
     }
@@ -165,6 +168,20 @@ class Deadline {
   clear(): void {
     clearTimeout(this.timer);
   }
+}
+
+/**
+ * A grpc-message as the gRPC protocol encodes it: printable ASCII as it is,
+ * '%' and every other byte of its UTF-8 percent-encoded. connect-es encodes
+ * it as a URI component instead, which @grpc/grpc-js (decodeURI) leaves half
+ * encoded: "invalid, expired" arrived as "invalid%2C expired".
+ */
+export function encodeGrpcMessage(message: string): string {
+  let encoded = "";
+  for (const byte of Buffer.from(message, "utf8")) {
+    encoded += byte >= 0x20 && byte <= 0x7e && byte !== 0x25 ? String.fromCharCode(byte) : `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
+  }
+  return encoded;
 }
 
 function headersObject(headers: Headers): http2.OutgoingHttpHeaders {
