@@ -292,7 +292,7 @@ describe("policy versions", () => {
     expect((await call<ErrorJson>("GET", `/api/v1/policies/${id}/versions/1`, undefined, testKey)).status).toBe(404);
     const notNumber = await call<ErrorJson>("GET", `/api/v1/policies/${id}/versions/first`);
     expect(notNumber.status).toBe(400);
-    expect(notNumber.body.error.message).toBe("path parameter version must be a number");
+    expect(notNumber.body.error.message).toBe("path parameter version must be a whole number in decimal digits");
     expect((await call<ErrorJson>("GET", `/api/v1/policies/${id}/versions/0`)).status).toBe(400);
   });
 });

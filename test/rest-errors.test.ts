@@ -1,6 +1,7 @@
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
+import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createClient, ConnectError, Code } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -280,6 +281,29 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     expect(((await unknown.json()) as ErrorBody).error.message).toMatch(/unknown query parameter colour/);
     const badStatus = await fetch(`${server.url}/api/v1/cases?status=closed`, { headers: { "x-api-key": secret } });
     expect(badStatus.status).toBe(400);
+    // Numbers in decimal digits only, and a parameter given once.
+    for (const query of ["limit=0x10", "limit=1e1", "limit=%205", "limit=5.0", "limit=+5"]) {
+      const res = await fetch(`${server.url}/api/v1/cases?${query}`, { headers: { "x-api-key": secret } });
+      expect(res.status, query).toBe(400);
+      expect(((await res.json()) as ErrorBody).error.details.fieldViolations, query).toEqual([{ field: "limit", description: "must be a whole number in decimal digits" }]);
+    }
+    expect((await fetch(`${server.url}/api/v1/cases?limit=5`, { headers: { "x-api-key": secret } })).status).toBe(200);
+    for (const query of ["limit=5&limit=500", "status=open&status=resolved"]) {
+      const res = await fetch(`${server.url}/api/v1/cases?${query}`, { headers: { "x-api-key": secret } });
+      expect(res.status, query).toBe(400);
+      expect(((await res.json()) as ErrorBody).error.message, query).toMatch(/is given 2 times; give it once/);
+    }
+  });
+
+  it("refuses a body in another charset or compressed with 415, naming what it got", async () => {
+    const body = JSON.stringify({ userId: "u", action: "login" });
+    const latin1 = await post("/api/v1/decide", body, { "content-type": "application/json; charset=latin1" });
+    expect(latin1.status).toBe(415);
+    expect(latin1.body.error.message).toBe("request bodies must be UTF-8 JSON, got charset=latin1");
+    const gzipped = await post("/api/v1/decide", gzipSync(body), { "content-type": "application/json", "content-encoding": "gzip" });
+    expect(gzipped.status).toBe(415);
+    expect(gzipped.body.error.message).toBe("request bodies are read uncompressed: Content-Encoding gzip is not supported");
+    expect((await post("/api/v1/decide", body, { "content-type": "application/json; charset=UTF-8" })).status).toBe(200);
   });
 
   it("reads a path that starts with // as a path, not as a host", async () => {

@@ -247,6 +247,14 @@ export class RestGateway {
     if (!/^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i.test(contentType)) {
       throw apiError("UNSUPPORTED_MEDIA_TYPE", `request bodies must be JSON with Content-Type: application/json, got "${contentType || "none"}"`);
     }
+    const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(contentType)?.[1];
+    if (charset !== undefined && !/^utf-?8$/i.test(charset)) {
+      throw apiError("UNSUPPORTED_MEDIA_TYPE", `request bodies must be UTF-8 JSON, got charset=${charset}`);
+    }
+    const encoding = req.headers["content-encoding"]?.trim();
+    if (encoding !== undefined && encoding !== "" && encoding.toLowerCase() !== "identity") {
+      throw apiError("UNSUPPORTED_MEDIA_TYPE", `request bodies are read uncompressed: Content-Encoding ${encoding} is not supported`);
+    }
     let parsed: unknown;
     try {
       parsed = JSON.parse(UTF8.decode(body));
@@ -280,7 +288,13 @@ function queryToInput(route: RestRoute, url: URL): JsonObject {
       });
     }
     const values = url.searchParams.getAll(name).map((raw) => convertParameter(field, raw, "query"));
-    input[field.jsonName] = field.fieldKind === "list" ? values : (values[values.length - 1] as JsonValue);
+    if (field.fieldKind !== "list" && values.length > 1) {
+      // Which one was meant cannot be told (the last one silently winning hid a mistake).
+      throw apiError("VALIDATION_ERROR", `query parameter ${name} is given ${values.length} times; give it once`, {
+        fieldViolations: [{ field: field.jsonName, description: "is given more than once" }],
+      });
+    }
+    input[field.jsonName] = field.fieldKind === "list" ? values : (values[0] as JsonValue);
   }
   return input;
 }
@@ -295,14 +309,17 @@ function convertParameter(field: DescField, raw: string, where: "query" | "path"
     });
   }
   if (scalar !== undefined && scalar !== ScalarType.STRING && scalar !== ScalarType.BYTES) {
+    // Decimal notation only: Number() would also take " 5", "0x10" and "1e1" for an integer.
+    const integer = scalar !== ScalarType.DOUBLE && scalar !== ScalarType.FLOAT;
     const value = Number(raw);
-    if (raw.trim() === "" || !Number.isFinite(value)) {
-      throw apiError("VALIDATION_ERROR", `${where} parameter ${field.jsonName} must be a number`, {
-        fieldViolations: [{ field: field.jsonName, description: "must be a number" }],
+    if (!(integer ? /^-?\d+$/ : /^-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$/).test(raw) || !Number.isFinite(value)) {
+      const description = integer ? "must be a whole number in decimal digits" : "must be a number";
+      throw apiError("VALIDATION_ERROR", `${where} parameter ${field.jsonName} ${description}`, {
+        fieldViolations: [{ field: field.jsonName, description }],
       });
     }
     // A 64-bit integer stays text, as protobuf JSON writes it: a double cannot hold them all.
-    return SIXTY_FOUR_BIT.has(scalar) ? raw.trim() : value;
+    return SIXTY_FOUR_BIT.has(scalar) ? raw : value;
   }
   return raw;
 }
