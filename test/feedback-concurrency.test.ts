@@ -51,27 +51,41 @@ async function fraudDecisions(count: number, prefix: string): Promise<string[]> 
 
 type WriterResult = { ok: true; before: number; after: number } | { ok: false; code: string };
 
-function runWriter(decisionIds: string[], startAt: number): Promise<WriterResult[]> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "test/helpers/feedback-writer.ts", server.dataDir, account.account.id, "live", String(startAt), ...decisionIds], {
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+/** A writer process, loaded and waiting: `start()` lets it submit; `results` are its outcomes. */
+interface Writer {
+  ready: Promise<void>;
+  start(): void;
+  results: Promise<WriterResult[]>;
+}
+
+function spawnWriter(decisionIds: string[]): Writer {
+  const child = spawn(process.execPath, ["--import", "tsx", "test/helpers/feedback-writer.ts", server.dataDir, account.account.id, "live", ...decisionIds], {
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  let markReady: () => void = () => undefined;
+  const ready = new Promise<void>((resolve) => (markReady = resolve));
+  child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on("data", (chunk: Buffer) => {
+    stderr += chunk.toString();
+    if (stderr.includes("ready\n")) markReady();
+  });
+  const results = new Promise<WriterResult[]>((resolve, reject) => {
     child.on("error", reject);
     child.on("close", (code) => (code === 0 ? resolve(JSON.parse(stdout) as WriterResult[]) : reject(new Error(`writer exited ${code}: ${stderr}`))));
   });
+  return { ready: Promise.race([ready, results.then(() => undefined)]), start: () => child.stdin.end("go\n"), results };
 }
 
 describe("weights under concurrent feedback from several processes", () => {
   it("never loses an update and never breaks the bounds", async () => {
     const decisions = await fraudDecisions(WRITERS * PER_WRITER, "contended");
-    const startAt = Date.now() + 2_500;
-    const outcomes = (
-      await Promise.all(Array.from({ length: WRITERS }, (_, w) => runWriter(decisions.slice(w * PER_WRITER, (w + 1) * PER_WRITER), startAt)))
-    ).flat();
+    const writers = Array.from({ length: WRITERS }, (_, w) => spawnWriter(decisions.slice(w * PER_WRITER, (w + 1) * PER_WRITER)));
+    // All loaded before any starts: their read-compute-write cycles overlap whatever each took to load.
+    await Promise.all(writers.map((writer) => writer.ready));
+    for (const writer of writers) writer.start();
+    const outcomes = (await Promise.all(writers.map((writer) => writer.results))).flat();
 
     const applied = outcomes.filter((outcome): outcome is Extract<WriterResult, { ok: true }> => outcome.ok);
     const refused = outcomes.filter((outcome) => !outcome.ok);

@@ -2,9 +2,11 @@
 // real FeedbackProcessor, for the concurrency test: several of these at once
 // stand in for several server processes sharing one database.
 //
-//   node --import tsx test/helpers/feedback-writer.ts DATA_DIR ACCOUNT ENV START_AT_MS DECISION_ID...
+//   node --import tsx test/helpers/feedback-writer.ts DATA_DIR ACCOUNT ENV DECISION_ID...
 //
-// Prints one JSON line: the result (or error code) of each submission, in order.
+// Once ready it writes "ready" to stderr and waits for a line on stdin, so the parent starts every writer at
+// the same moment however long each took to load. Prints one JSON line: the result (or error code) of each
+// submission, in order.
 import { ConnectError } from "@connectrpc/connect";
 import { describeError } from "../../src/api/errors.js";
 import { AuditLog } from "../../src/audit/log.js";
@@ -24,8 +26,8 @@ import { HistoryRepository } from "../../src/store/history.js";
 import { ListRepository } from "../../src/store/lists.js";
 import { WeightsRepository } from "../../src/store/weights.js";
 
-const [dataDir, accountId, environment, startAt, ...decisionIds] = process.argv.slice(2);
-if (!dataDir || !accountId || (environment !== "test" && environment !== "live") || !startAt) throw new Error("usage: DATA_DIR ACCOUNT ENV START_AT_MS DECISION_ID...");
+const [dataDir, accountId, environment, ...decisionIds] = process.argv.slice(2);
+if (!dataDir || !accountId || (environment !== "test" && environment !== "live")) throw new Error("usage: DATA_DIR ACCOUNT ENV DECISION_ID...");
 
 const db = openDatabase(dataDir);
 const outbox = new Outbox(db, systemClock, silentLogger);
@@ -50,7 +52,9 @@ const processor = new FeedbackProcessor({
 });
 
 // Every writer starts at the same moment, so their read-compute-write cycles overlap.
-while (Date.now() < Number(startAt)) await new Promise((resolve) => setTimeout(resolve, 1));
+process.stderr.write("ready\n");
+await new Promise<void>((resolve) => process.stdin.once("data", () => resolve()));
+process.stdin.pause();
 const results = decisionIds.map((decisionId) => {
   try {
     const applied = processor.submit({ accountId, environment }, "cli", { decisionId, evidenceId: "", userId: "", actualOutcome: "fraud", confidence: 1, notes: "" });
