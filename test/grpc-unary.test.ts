@@ -4,6 +4,8 @@ import path from "node:path";
 import Database from "../src/store/sqlite-driver.cjs";
 import { gzipSync } from "node:zlib";
 import * as grpc from "@grpc/grpc-js";
+import { Code, createClient } from "@connectrpc/connect";
+import { createGrpcWebTransport } from "@connectrpc/connect-node";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DecideRequestSchema, DecideResponseSchema, DecisionService } from "../gen/fraud/v1/decision_pb.js";
@@ -231,11 +233,44 @@ describe("unary gRPC", () => {
       expect((await fetch(`${slow.url}/api/health/live`)).status).toBe(200);
       // The client picked the deadline: its expiry is not the service's fault, and leaves the status operational.
       const metrics = await (await fetch(`${slow.url}/api/metrics`)).text();
-      expect(metrics).toMatch(/fraud_requests_total\{route="\/fraud\.v1\.DecisionService\/Decide",protocol="grpc",outcome="client_error",code="grpc_4"\} 2/);
+      expect(metrics).toMatch(/fraud_requests_total\{route="\/fraud\.v1\.DecisionService\/Decide",protocol="grpc",outcome="client_error",code="TIMEOUT"\} 1/);
+      expect(metrics).toMatch(/fraud_requests_total\{route="\/fraud\.v1\.DecisionService\/Decide",protocol="grpc",outcome="client_error",code="grpc_4"\} 1/);
+      expect(metrics).not.toMatch(/route="\/fraud\.v1\.DecisionService\/Decide",protocol="grpc",outcome="server_error"/);
       const status = (await (await fetch(`${slow.url}/api/v1/status?public=true`)).json()) as { data: { status: string } };
       expect(status.data.status).toBe("operational");
     } finally {
       await slow.close();
+    }
+  });
+
+  it("enforces the deadline on Connect and gRPC-Web too, and still records the decide across a shutdown", async () => {
+    const dataDir = tempDir();
+    const slow = await startTestServer({ config: { dataDir, comprehensiveBudgetMs: 5_000, engineThreads: 1 }, storeLatencyMs: 400 });
+    try {
+      const key = slow.createAccount("slow").keys.test.secret;
+      const connect = await fetch(`${slow.url}/fraud.v1.DecisionService/Decide`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "connect-protocol-version": "1", "connect-timeout-ms": "50", "x-api-key": key },
+        body: JSON.stringify({ userId: "late_connect", action: "login", ip: "81.2.69.160" }),
+      });
+      // Answered at the deadline (without it, the answer would be the decision, once the 400 ms reads are done).
+      expect(connect.status).toBe(504);
+      expect(await connect.json()).toMatchObject({ code: "deadline_exceeded" });
+      expect(connect.headers.get("fraud-error-code")).toBe("TIMEOUT");
+      const client = createClient(DecisionService, createGrpcWebTransport({ baseUrl: slow.url, httpVersion: "1.1" }));
+      await expect(client.decide({ userId: "late_grpc_web", action: "login", ip: "81.2.69.160" }, { headers: { "x-api-key": key }, timeoutMs: 50 })).rejects.toMatchObject({
+        code: Code.DeadlineExceeded,
+      });
+      // A rolling deploy stops the service as soon as the clients have their answers.
+      await slow.app.close();
+      const db = new Database(path.join(dataDir, "fraud.db"), { readonly: true });
+      try {
+        expect(db.prepare("SELECT user_id FROM decisions WHERE user_id LIKE 'late_%' ORDER BY user_id").all()).toEqual([{ user_id: "late_connect" }, { user_id: "late_grpc_web" }]);
+      } finally {
+        db.close();
+      }
+    } finally {
+      fs.rmSync(dataDir, { recursive: true, force: true });
     }
   });
 

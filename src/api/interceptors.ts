@@ -4,8 +4,9 @@ import type { KeyService } from "../auth/key-service.js";
 import type { Logger } from "../log.js";
 import { callContext } from "./context.js";
 import { contractOf } from "./contract.js";
-import { AtCapacityError, ERROR_CODE_HEADER, apiError, internalError } from "./errors.js";
+import { AtCapacityError, ERROR_CODE_HEADER, apiError, describeError, internalError } from "./errors.js";
 import type { RateLimitCheck, RateLimitOutcome, RateLimiter } from "./rate-limiter.js";
+import type { RunningCalls } from "./running-calls.js";
 import { invalidRequest, validateMessage } from "./validation.js";
 
 /**
@@ -30,8 +31,10 @@ export function errorInterceptor(logger: Logger): Interceptor {
       if (raw instanceof ConnectError && raw.metadata.has(ERROR_CODE_HEADER)) {
         error = raw;
       } else if (raw instanceof ConnectError && raw.cause === undefined && raw.code !== Code.Unknown && raw.code !== Code.Internal) {
-        // A protocol-level error (bad deadline, unsupported encoding, ...): its message is safe.
+        // A protocol-level error (a deadline passed, a bad one, unsupported encoding, ...): its message is safe,
+        // and its code string travels as every other error's does.
         error = raw;
+        error.metadata.set(ERROR_CODE_HEADER, describeError(raw).code);
       } else if (raw instanceof AtCapacityError) {
         // An overload the client can retry, not a fault.
         error = apiError("SERVICE_UNAVAILABLE", `${raw.message}: retry in a second`, { retryAfterSeconds: raw.retryAfterSeconds, cause: raw });
@@ -162,6 +165,7 @@ export function apiInterceptors(deps: {
   keys: KeyService;
   limiter: RateLimiter;
   rateLimitOverrides: Readonly<Record<string, number>>;
+  calls: RunningCalls;
 }): Interceptor[] {
   // Connect applies the first interceptor outermost.
   return [
@@ -170,5 +174,7 @@ export function apiInterceptors(deps: {
     // An invalid request is refused before it is counted: a typo does not cost the caller its quota.
     validationInterceptor(),
     rateLimitInterceptor(deps.limiter, deps.rateLimitOverrides),
+    // Innermost: the handler itself is what a deadline cuts short, and what shutdown waits for.
+    deps.calls.interceptor,
   ];
 }

@@ -45,12 +45,6 @@ export interface UnaryCall {
 export class UnaryInvoker {
   private readonly specs = new Map<DescMethod, UnarySpec>();
   private readonly byPath = new Map<string, DescMethodUnary>();
-  /**
-   * Calls still running. A transport may have answered already (a client that
-   * went away, a gRPC deadline), but what the call does, such as recording a
-   * decision, still has to finish before shutdown closes the store.
-   */
-  private readonly running = new Set<Promise<unknown>>();
 
   constructor(
     services: readonly ServiceImplSpec[],
@@ -73,11 +67,6 @@ export class UnaryInvoker {
   /** The unary method at an RPC path (`/fraud.v1.DecisionService/Decide`), if one is served there. */
   at(path: string): DescMethodUnary | undefined {
     return this.byPath.get(path);
-  }
-
-  /** Resolves once every call started so far has finished (shutdown). */
-  async settled(): Promise<void> {
-    while (this.running.size > 0) await Promise.allSettled([...this.running]);
   }
 
   /** Runs the call; rejects with whatever the interceptors throw (the error interceptor makes it an apiError). */
@@ -116,7 +105,7 @@ export class UnaryInvoker {
       };
     };
     const chain = this.interceptors.reduceRight((next, interceptor) => interceptor(next), implementation);
-    const running = chain({
+    const result = await chain({
       stream: false,
       service: method.parent,
       method,
@@ -127,10 +116,6 @@ export class UnaryInvoker {
       contextValues: handlerContext.values,
       message: call.message,
     });
-    this.running.add(running);
-    const forget = () => this.running.delete(running);
-    running.then(forget, forget);
-    const result = await running;
     if (result.stream) throw new ConnectError("an interceptor answered a unary call with a stream", Code.Internal);
     return result;
   }

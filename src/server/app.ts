@@ -17,6 +17,7 @@ import { ServerReflection } from "../../gen/grpc/reflection/v1/reflection_pb.js"
 import { ServerReflection as ServerReflectionV1Alpha } from "../../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import { API_SERVICES, JSON_WRITE_OPTIONS } from "../api/contract.js";
 import { apiInterceptors } from "../api/interceptors.js";
+import { RunningCalls } from "../api/running-calls.js";
 import { UnaryInvoker } from "../api/unary-invoker.js";
 import { GrpcUnaryPath } from "./grpc-unary.js";
 import { RateLimiter } from "../api/rate-limiter.js";
@@ -205,7 +206,8 @@ export function buildApp(options: AppOptions): App {
   });
   const eventStream = new EventStream(keys, webhookRepository, events, clock, logger, options.streamHeartbeatMs);
 
-  const interceptors = apiInterceptors({ logger, keys, limiter, rateLimitOverrides: config.rateLimitOverrides });
+  const calls = new RunningCalls();
+  const interceptors = apiInterceptors({ logger, keys, limiter, rateLimitOverrides: config.rateLimitOverrides, calls });
   // Zero values and empty lists stay in JSON: REST clients read the exact shapes of the specification. Unknown
   // fields are refused, as the REST gateway refuses them (connect-es would drop them): a typo such as `ammount`
   // must not produce a decision without its amount on any protocol.
@@ -304,7 +306,7 @@ export function buildApp(options: AppOptions): App {
         const timer = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
         // Answered calls may still be running (a client that went away, a gRPC deadline): a decide among
         // them must reach the writer before it closes.
-        await Promise.race([dispatcher.idle().then(() => invoker.settled()), timer]);
+        await Promise.race([dispatcher.idle().then(() => calls.settled()), timer]);
         listener.destroyAll();
         await stopped;
         clearInterval(maintenance);

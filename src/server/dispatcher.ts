@@ -262,7 +262,8 @@ export class Dispatcher {
     } else if (context.error) {
       const described = describeError(context.error);
       code = described.code;
-      serverError = described.httpStatus >= 500 && described.code !== "NOT_IMPLEMENTED";
+      // Not a fault of the service: a feature it does not have, or a deadline the client chose (GRPC_SERVER_FAULTS).
+      serverError = described.httpStatus >= 500 && described.code !== "NOT_IMPLEMENTED" && described.code !== "TIMEOUT";
       clientError = !serverError;
     } else if (grpcStatus && grpcStatus !== "0") {
       code = `grpc_${grpcStatus}`;

@@ -133,7 +133,7 @@ export class GrpcUnaryPath {
  * The call's grpc-timeout: when it passes, the call's signal is aborted and
  * the client answered DEADLINE_EXCEEDED at once, whatever the implementation
  * is still doing (a decide already under way is still recorded: shutdown
- * waits for it, UnaryInvoker.settled).
+ * waits for it, RunningCalls.settled).
  */
 class Deadline {
   private timer: NodeJS.Timeout | undefined;
