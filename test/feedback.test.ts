@@ -3,6 +3,7 @@ import { CATEGORIES, DEFAULT_WEIGHTS, MAX_WEIGHT, MIN_WEIGHT, validateWeights, t
 import { entryHash } from "../src/audit/entry.js";
 import { canonicalJson, sha256Hex } from "../src/canonical-json.js";
 import { MAX_SHIFT, adjustWeights, projectOntoBounds, totalShift } from "../src/feedback/learning.js";
+import { ENTRY_GRACE_MS } from "../src/feedback/processor.js";
 import { MAX_LIST_ENTRIES } from "../src/policies/index.js";
 import type { WebhookEvent } from "../src/webhooks/events.js";
 import { ManualClock } from "./helpers/clock.js";
@@ -310,7 +311,23 @@ describe("POST /api/v1/feedback", () => {
     const refused = await feedback(key, { decisionId: orphan.decisionId, actualOutcome: "fraud" });
     expect(refused.status).toBe(409);
     expect(refused.body.error).toMatchObject({ code: "CONFLICT", message: expect.stringContaining(`decision ${orphan.decisionId} has no signed audit entry yet`) });
+    // Long after its decision the entry is no longer on its way: it is missing, and that is tampering.
+    clock.advance(ENTRY_GRACE_MS);
+    const missing = await feedback(key, { decisionId: orphan.decisionId, actualOutcome: "fraud" });
+    expect(missing.body.error).toMatchObject({ code: "EVIDENCE_TAMPERED", message: expect.stringContaining("the decision's signed audit entry is missing") });
+    expect(server.app.db.prepare("SELECT COUNT(*) AS n FROM audit_log WHERE action = 'evidence.tampered' AND subject = ?").get(orphan.decisionId)).toEqual({ n: 1 });
     expect(server.app.db.prepare("SELECT COUNT(*) AS n FROM feedback WHERE decision_id = ?").get(orphan.decisionId)).toEqual({ n: 0 });
+  });
+
+  it("refuses a decision moved into another tenant's rows: its signed entry names its own account", async () => {
+    const victim = server.createAccount("Victim");
+    const made = await decide(acme.keys.test.secret, { ...fraudPattern(88), userId: "moved" });
+    await server.app.settled();
+    server.app.db.prepare("UPDATE decisions SET account_id = ? WHERE id = ?").run(victim.account.id, made.decisionId);
+    server.app.db.prepare("UPDATE evidence SET account_id = ? WHERE decision_id = ?").run(victim.account.id, made.decisionId);
+    const refused = await feedback(victim.keys.test.secret, { decisionId: made.decisionId, actualOutcome: "fraud" });
+    expect(refused.body.error).toMatchObject({ code: "EVIDENCE_TAMPERED", message: expect.stringContaining("belongs to another account or environment") });
+    expect(server.app.db.prepare("SELECT COUNT(*) AS n FROM graph_labels WHERE account_id = ?").get(victim.account.id)).toEqual({ n: 0 });
   });
 
   it("answers 429 with Retry-After past 50 submissions an hour per account and environment", async () => {

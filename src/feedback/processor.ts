@@ -31,6 +31,12 @@ import { NOT_FRAUD_OUTCOMES, adjustWeights, isFraudOutcome, totalShift, weightCh
 /** Optimistic-locking attempts of the weight update (spec part 8). */
 export const WEIGHT_UPDATE_ATTEMPTS = 3;
 
+/**
+ * How long after its decision a missing decision.made entry may still be on its way (a follow-up the outbox
+ * runner carries out after a crash, FOLLOW_UP_GRACE_MS and its first retries); past it, the entry is missing.
+ */
+export const ENTRY_GRACE_MS = 5 * 60_000;
+
 export interface FeedbackInput {
   decisionId: string;
   evidenceId: string;
@@ -118,9 +124,13 @@ export class FeedbackProcessor {
     this.write = deps.db.transaction((work: () => Committed) => work());
   }
 
-  submit(tenant: Tenant, actor: AuditActor, input: FeedbackInput): FeedbackResult {
+  /**
+   * `waitedForEntry`: the caller has let the decision writer carry out what it holds since a first attempt
+   * found no audit entry for the decision; a missing entry is then judged by the decision's age.
+   */
+  submit(tenant: Tenant, actor: AuditActor, input: FeedbackInput, { waitedForEntry = false } = {}): FeedbackResult {
     const decision = this.findDecision(tenant, input);
-    const evidence = this.verifiedEvidence(tenant, actor, decision);
+    const evidence = this.verifiedEvidence(tenant, actor, decision, waitedForEntry);
     const entities = entitiesOfRequest(evidence.request);
     // Category risks are recomputed from the verified signals: they do not depend on the weights.
     const categoryScores = scoreSignals(evidence.signals, DEFAULT_WEIGHTS).categoryScores;
@@ -250,13 +260,13 @@ export class FeedbackProcessor {
    * The hash beside the content alone proves nothing to someone who can
    * rewrite both; the signed entry needs the installation's audit key.
    */
-  private verifiedEvidence(tenant: Tenant, actor: AuditActor, decision: StoredDecision<DecisionDetails>): VerifiedEvidence {
+  private verifiedEvidence(tenant: Tenant, actor: AuditActor, decision: StoredDecision<DecisionDetails>, waitedForEntry: boolean): VerifiedEvidence {
     const stored = this.deps.decisions.evidence(tenant, decision.evidenceId);
     let problem: string | undefined;
     let evidence: VerifiedEvidence | undefined;
     if (!stored) problem = "the evidence record is missing";
     else if (sha256Hex(stored.content) !== stored.integrityHash) problem = "the evidence content does not match its integrity hash";
-    else if ((problem = this.anchorProblem(decision.id, stored.integrityHash)) === undefined) {
+    else if ((problem = this.anchorProblem(tenant, decision, stored.integrityHash, waitedForEntry)) === undefined) {
       evidence = JSON.parse(stored.content) as VerifiedEvidence;
       const user = (evidence.request as StoredRequest | null)?.userId ?? "";
       if (evidence.decisionId !== decision.id || evidence.score !== decision.score || evidence.decision !== decision.decision || user !== decision.userId) {
@@ -278,12 +288,24 @@ export class FeedbackProcessor {
     return evidence;
   }
 
-  /** Why the decision's signed audit entry does not vouch for this integrity hash; undefined when it does. */
-  private anchorProblem(decisionId: string, integrityHash: string): string | undefined {
-    const entry = this.deps.auditEntries.decisionEntry(decisionId);
-    if (!entry) throw new DecisionEntryPending(`decision ${decisionId} has no signed audit entry yet`);
+  /**
+   * Why the decision's signed audit entry does not vouch for this integrity hash (and this tenant);
+   * undefined when it does. Throws DecisionEntryPending while the entry may still be on its way.
+   */
+  private anchorProblem(tenant: Tenant, decision: StoredDecision<DecisionDetails>, integrityHash: string, waitedForEntry: boolean): string | undefined {
+    const entry = this.deps.auditEntries.decisionEntry(decision.id);
+    if (!entry) {
+      // It follows the decision within milliseconds, or within seconds of a restart after a crash; long after,
+      // it was deleted (or its follow-up failed for good, which the dead letters show).
+      if (!waitedForEntry || this.deps.clock.now() - decision.createdAt < ENTRY_GRACE_MS) {
+        throw new DecisionEntryPending(`decision ${decision.id} has no signed audit entry yet`);
+      }
+      return "the decision's signed audit entry is missing";
+    }
     const body = authenticBody(entry, this.deps.auditPublicKey);
     if (!body) return "the decision's audit entry is not authentic (its content, hash or signature was altered)";
+    // A decision moved into another tenant's rows still has its own tenant's signed entry.
+    if (body.accountId !== tenant.accountId || body.environment !== tenant.environment) return "the decision's signed audit entry belongs to another account or environment";
     const data = body.data as { evidenceIntegrityHash?: unknown } | null;
     // Entries written before the hash was recorded in them vouch for nothing more than the row's own hash.
     const recorded = typeof data === "object" && data !== null ? data.evidenceIntegrityHash : undefined;

@@ -11,9 +11,11 @@ const ENTRY_WAIT_MS = 2_000;
 
 /** Part 4.3: ground truth about a past decision (docs/feedback.md). Input rules are the contract's. */
 export function createFeedbackService(deps: {
-  processor: FeedbackProcessor;
+  processor: Pick<FeedbackProcessor, "submit">;
   /** Resolves once the decision writer has stored and followed up what it was handed (or later, under load). */
   writerSettled(): Promise<void>;
+  /** How long to wait for the writer at most (ENTRY_WAIT_MS; tests shorten it). */
+  entryWaitMs?: number;
 }): ServiceImpl<typeof FeedbackService> {
   return {
     async submitFeedback(request, ctx) {
@@ -35,10 +37,10 @@ export function createFeedbackService(deps: {
       // Feedback within milliseconds of its decision: the decision's audit entry, which vouches for its
       // evidence, follows the answer. Under load the writer is never idle, so the wait is bounded too.
       const waited = new AbortController();
-      await Promise.race([deps.writerSettled(), delay(ENTRY_WAIT_MS, undefined, { signal: waited.signal }).catch(() => undefined)]);
+      await Promise.race([deps.writerSettled(), delay(deps.entryWaitMs ?? ENTRY_WAIT_MS, undefined, { signal: waited.signal }).catch(() => undefined)]);
       waited.abort();
       try {
-        return deps.processor.submit(tenant, actor, input);
+        return deps.processor.submit(tenant, actor, input, { waitedForEntry: true });
       } catch (error) {
         if (!(error instanceof DecisionEntryPending)) throw error;
         throw apiError("CONFLICT", `${error.message}: it follows the decision within seconds; submit the feedback again shortly`);
