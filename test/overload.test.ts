@@ -50,6 +50,24 @@ describe("a decide past its budget", () => {
       await strict.close();
     }
   });
+
+  it("leaves the queue's other place free while its fallback waits behind the comprehensive evaluation", async () => {
+    // One thread, busy 300 ms with A's comprehensive reads: A's fast fallback waits behind them. A holds one
+    // of the two places; B, arriving meanwhile, takes the other.
+    const pair = await startTestServer({ config: { engineThreads: 1, engineQueueLimit: 2, comprehensiveBudgetMs: 0 }, storeLatencyMs: 300 });
+    try {
+      const key = pair.createAccount("Pair").keys.test.secret;
+      const queued = async () => Number(/^fraud_engine_queue (\d+)$/m.exec(await (await fetch(`${pair.url}/api/metrics`)).text())?.[1]);
+      const first = post("/api/v1/decide", { userId: "pair_a", action: "login", ip: UK_IP, ...HUMAN_DESKTOP }, { url: pair.url, key });
+      await expect.poll(queued, { timeout: 5_000, interval: 5 }).toBeGreaterThan(0);
+      expect(await queued()).toBe(1);
+      const second = await post("/api/v1/decide", { userId: "pair_b", action: "login", ip: UK_IP, ...HUMAN_DESKTOP }, { url: pair.url, key });
+      expect(second.status, JSON.stringify(second.body)).toBe(200);
+      expect((await first).status).toBe(200);
+    } finally {
+      await pair.close();
+    }
+  });
 });
 
 describe("a full engine queue", () => {

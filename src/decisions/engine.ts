@@ -181,14 +181,19 @@ class EngineBatches {
     private readonly pool: Piscina<EngineTask[], EngineOutcome[]>,
   ) {}
 
-  /** `admitted`: the fast fallback of a decide already in the queue, which the limit must not refuse halfway. */
+  /**
+   * `admitted`: the fast fallback of a decide already in the queue with its comprehensive evaluation. The limit
+   * must not refuse it halfway, and it takes no place of its own: the decide holds one.
+   */
   run(task: EngineTask, { admitted = false } = {}): Promise<EngineOutcome> {
     // Bounded: under overload, fail fast instead of queueing without limit.
     if (!admitted && this.unanswered >= this.queueLimit) return Promise.reject(new AtCapacityError("the engine's queue is full"));
-    this.unanswered++;
-    return new Promise<EngineOutcome>((resolve, reject) => {
+    const evaluation = new Promise<EngineOutcome>((resolve, reject) => {
       if (this.waiting.push({ task, resolve, reject }) === 1) setImmediate(() => this.flush());
-    }).finally(() => this.unanswered--);
+    });
+    if (admitted) return evaluation;
+    this.unanswered++;
+    return evaluation.finally(() => this.unanswered--);
   }
 
   /** One evaluation on every thread. */
