@@ -102,6 +102,12 @@ describe("fraudctl against a running server", () => {
     // A key that may do nothing is refused, not made.
     const none = await runFraudctl(["keys", "create", "--account", account.account.id, "--env", "live", "--type", "secret", "--permissions", " , "], env);
     expect(none.code).toBe(2);
+    // A publishable key asking for what only a secret key may hold is a wrong command line too, even for an unknown account.
+    for (const accountId of [account.account.id, "acct_nope"]) {
+      const publishable = await runFraudctl(["keys", "create", "--account", accountId, "--env", "live", "--type", "publishable", "--permissions", "feedback:write"], env);
+      expect(publishable.code, accountId).toBe(2);
+      expect(publishable.stderr).toMatch(/publishable keys can only hold decisions:write; feedback:write needs a secret key/);
+    }
     expect(none.stderr).toMatch(/--permissions must name at least one of: decisions:write/);
     // Listed with what each key may do: a publishable key's fixed set, not "all".
     const listed = JSON.parse((await runFraudctl(["keys", "list", "--account", account.account.id, "--json"], env)).stdout) as { keys: Array<{ kind: string; permissions: string[] | "all" }> };

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashIndicator, indicatorsOf, normalizeEmail, signBatch, type Indicator } from "../src/consortium/indicators.js";
+import { ConsortiumRepository } from "../src/store/consortium.js";
 import { HUMAN_DESKTOP } from "./helpers/inputs.js";
 import { runFraudctl } from "./helpers/process.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
@@ -102,6 +103,17 @@ describe("consortium sharing between two installations", () => {
     for (const ip of ["127.0.0.1", "10.0.0.5", "192.168.1.20", "100.64.3.4", "fd00::1"]) {
       expect(indicatorsOf({ email: "", deviceId: "", ip }, CONSORTIUM_KEY), ip).toEqual([]);
     }
+  });
+
+  it("shares nothing from a membership saved, before tokens were checked, with a token of the other environment", async () => {
+    const tenant = { accountId: memberMerchant.account.id, environment: "test" } as const;
+    // What an earlier release let `consortium set --env test --token sk_live_...` store.
+    new ConsortiumRepository(member.app.db).putSettings(tenant, { key: CONSORTIUM_KEY, shareUrl: `${hub.url}/api/v1/consortium/indicators`, shareToken: memberToken }, Date.now());
+    const labelled = await decide(member, memberMerchant.keys.test.secret, { ...fraudster, userId: "crossed_env_user" });
+    const { body } = await post<{ data: { consortiumShared: boolean } }>(member, memberMerchant.keys.test.secret, "/api/v1/feedback", { decisionId: labelled.decisionId, actualOutcome: "fraud" });
+    expect(body.data.consortiumShared).toBe(false);
+    expect(member.app.db.prepare("SELECT COUNT(*) AS n FROM outbox WHERE kind = 'consortium.share' AND environment = 'test'").get()).toEqual({ n: 0 });
+    new ConsortiumRepository(member.app.db).deleteSettings(tenant);
   });
 
   it("accepts only signed, fresh batches from keys with consortium:write, and stores a batch once", async () => {

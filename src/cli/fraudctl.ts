@@ -9,7 +9,7 @@ import { AuditLog } from "../audit/log.js";
 import { AuditSigner, importPublicKeyPem, publicKeyFingerprint } from "../audit/signer.js";
 import { verifyChain } from "../audit/verify.js";
 import { KeyError, KeyService } from "../auth/key-service.js";
-import { ALL_PERMISSIONS, isPermission, shownPermissions, type KeyKind, type Permission } from "../auth/keys.js";
+import { ALL_PERMISSIONS, PUBLISHABLE_PERMISSIONS, isPermission, shownPermissions, type KeyKind, type Permission } from "../auth/keys.js";
 import { systemClock, type Clock } from "../clock.js";
 import { loadConfig } from "../config.js";
 import { keyHint, silentLogger } from "../log.js";
@@ -244,7 +244,7 @@ function keysCommand(action: Action<"keys">, args: string[], keys: KeyService, a
       },
       strict: true,
     });
-    const { accountId, environment } = tenantOption("keys create", values, accounts);
+    // The command line is checked whole before what it names: a wrong one is exit 2 whatever the account.
     if (values.type !== "publishable" && values.type !== "secret") throw new UsageError("--type must be publishable or secret");
     let permissions: Permission[] | undefined;
     if (values.permissions !== undefined) {
@@ -254,7 +254,12 @@ function keysCommand(action: Action<"keys">, args: string[], keys: KeyService, a
       const unknown = requested.filter((p) => !isPermission(p));
       if (unknown.length > 0) throw new UsageError(`unknown permissions: ${unknown.join(", ")} (known: ${ALL_PERMISSIONS.join(", ")})`);
       permissions = requested as Permission[];
+      const secretOnly = values.type === "publishable" ? permissions.filter((p) => !PUBLISHABLE_PERMISSIONS.includes(p)) : [];
+      if (secretOnly.length > 0) {
+        throw new UsageError(`publishable keys can only hold ${PUBLISHABLE_PERMISSIONS.join(", ")}; ${secretOnly.join(", ")} needs a secret key`);
+      }
     }
+    const { accountId, environment } = tenantOption("keys create", values, accounts);
     const issued = keys.issue({
       accountId,
       environment,

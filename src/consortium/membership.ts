@@ -19,17 +19,24 @@ export function membershipProblems(input: MembershipInput, environment: Environm
   const problems: string[] = [];
   if (input.key.length < MIN_CONSORTIUM_KEY_LENGTH) problems.push(`the consortium key must have at least ${MIN_CONSORTIUM_KEY_LENGTH} characters`);
   if ((input.shareUrl === "") !== (input.shareToken === "")) problems.push("sharing needs both the URL and the token");
-  // The hub files what it receives under the environment of the key it receives it with: a test
-  // account sharing with a live key would put its test labels into the live consortium, and the reverse.
-  const tokenEnvironment = parseKeyShape(input.shareToken)?.environment;
-  if (tokenEnvironment !== undefined && tokenEnvironment !== environment) {
-    problems.push(`the token is a ${tokenEnvironment} key: the ${environment} environment shares with a ${environment} key only`);
-  }
+  const crossed = crossedEnvironment(input.shareToken, environment);
+  if (crossed) problems.push(crossed);
   if (input.shareUrl !== "") {
     const problem = checkWebhookUrl(input.shareUrl, guard);
     if (problem) problems.push(`the URL is refused: ${problem.message}`);
   }
   return problems;
+}
+
+/**
+ * Why a share token cannot carry an environment's labels; undefined when it can. The hub files what it
+ * receives under the environment of the key it receives it with: a test account sharing with a live key
+ * would put its test labels into the live consortium, and the reverse.
+ */
+export function crossedEnvironment(shareToken: string, environment: Environment): string | undefined {
+  const tokenEnvironment = parseKeyShape(shareToken)?.environment;
+  if (tokenEnvironment === undefined || tokenEnvironment === environment) return undefined;
+  return `the token is a ${tokenEnvironment} key: the ${environment} environment shares with a ${environment} key only`;
 }
 
 /** Saves or removes an account's consortium membership with its audit entry (never the key or token). */

@@ -6,6 +6,7 @@ import type { Tenant } from "../store/tenant.js";
 import type { GuardOptions } from "../webhooks/address-guard.js";
 import { guardedPost } from "../webhooks/http-delivery.js";
 import { signBatch, type Indicator } from "./indicators.js";
+import { crossedEnvironment } from "./membership.js";
 
 /** Outbox task kind of one batch of indicators on its way to the consortium. */
 export const CONSORTIUM_SHARE_TASK = "consortium.share";
@@ -34,6 +35,9 @@ export function registerConsortiumSharing(deps: { outbox: Outbox; consortium: Co
     if (!task.tenant) return { kind: "dead", error: "consortium batch without a tenant" };
     const settings = deps.consortium.settings(task.tenant);
     if (!settings || settings.shareUrl === "") return { kind: "done" };
+    // A membership saved before tokens were checked against the environment (`consortium set` refuses it now).
+    const crossed = crossedEnvironment(settings.shareToken, task.tenant.environment);
+    if (crossed) return { kind: "dead", error: `not shared: ${crossed}; run fraudctl consortium set again with a matching token` };
     const { batchId, indicators } = task.payload as SharePayload;
     const signedAt = Math.floor(deps.clock.now() / 1000);
     const body = JSON.stringify({ batchId, signedAt, indicators, signature: signBatch(settings.key, { batchId, signedAt, indicators }) });

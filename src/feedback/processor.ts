@@ -7,6 +7,7 @@ import { authenticBody } from "../audit/verify.js";
 import { sha256Hex } from "../canonical-json.js";
 import type { Clock } from "../clock.js";
 import { indicatorsOf } from "../consortium/indicators.js";
+import { crossedEnvironment } from "../consortium/membership.js";
 import { queueIndicators } from "../consortium/sharing.js";
 import type { DecisionDetails, StoredRequest } from "../decisions/record.js";
 import { DEFAULT_WEIGHTS, paymentOf, publicIpText, scoreSignals, type Signals } from "../engine/index.js";
@@ -316,7 +317,8 @@ export class FeedbackProcessor {
   /** Queues the decision's indicators when the account shares with a consortium; true when queued. */
   private share(tenant: Tenant, entities: DecisionEntities): boolean {
     const settings = this.deps.consortium.settings(tenant);
-    if (!settings || settings.shareUrl === "") return false;
+    // A membership saved before tokens were checked against the environment shares nothing.
+    if (!settings || settings.shareUrl === "" || crossedEnvironment(settings.shareToken, tenant.environment)) return false;
     const indicators = indicatorsOf(entities, settings.key);
     if (indicators.length === 0) return false;
     queueIndicators(this.deps.outbox, tenant, indicators);
