@@ -4,11 +4,12 @@ import { entryHash } from "../src/audit/entry.js";
 import { canonicalJson, sha256Hex } from "../src/canonical-json.js";
 import { MAX_SHIFT, adjustWeights, projectOntoBounds, totalShift } from "../src/feedback/learning.js";
 import { ENTRY_GRACE_MS } from "../src/feedback/processor.js";
+import { ListRepository } from "../src/store/lists.js";
 import { MAX_LIST_ENTRIES } from "../src/policies/index.js";
 import type { WebhookEvent } from "../src/webhooks/events.js";
 import { ManualClock } from "./helpers/clock.js";
 import { HUMAN_DESKTOP } from "./helpers/inputs.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { startTestServer, tempDir, type TestServer } from "./helpers/server.js";
 
 const DAY = 24 * 60 * 60 * 1000;
 const HOUR = 3_600_000;
@@ -532,3 +533,45 @@ describe("the fraud graph", () => {
     expect(held.n).toBe(MAX_LIST_ENTRIES);
   }, 60_000);
 });
+
+describe("upgrading an installation whose feedback put private addresses in automatic lists", () => {
+  it("takes back what feedback added, leaves what an analyst added, and audits it", async () => {
+    const dataDir = tempDir();
+    const before = await startTestServer({ config: { dataDir, engineThreads: 1 } });
+    const { account, keys } = before.createAccount("Upgraded");
+    const tenant = { accountId: account.id, environment: "live" } as const;
+    const put = await fetch(`${before.url}/api/v1/lists/auto_ips`, {
+      method: "PUT",
+      headers: { "content-type": "application/json", "x-api-key": keys.live.secret },
+      body: JSON.stringify({ kind: "ip", type: "deny", automatic: true }),
+    });
+    expect(put.status).toBe(200);
+    // What an earlier release did: feedback added the backend's 127.0.0.1 (and a public address), as its audit
+    // entry records; an analyst added 10.0.0.9 by hand.
+    const entries = new ListRepository(before.app.db);
+    before.app.audit.atomically(() => {
+      for (const value of ["127.0.0.1", "81.2.69.1", "10.0.0.9"]) entries.putEntry(tenant, "auto_ips", { value, expiresAt: undefined }, Date.now());
+      before.app.audit.record({ ...tenant, actor: "key_earlier", action: "feedback.received", subject: "dec_earlier", data: { listEntriesAdded: [{ list: "auto_ips", value: "127.0.0.1" }, { list: "auto_ips", value: "81.2.69.1" }] } });
+    });
+    await before.app.close();
+
+    const after = await startTestServer({ config: { dataDir, engineThreads: 1 } });
+    try {
+      const values = (after.app.db.prepare("SELECT value FROM list_entries WHERE account_id = ? AND list_name = 'auto_ips' ORDER BY value").all(account.id) as Array<{ value: string }>).map((row) => row.value);
+      expect(values).toEqual(["10.0.0.9", "81.2.69.1"]);
+      const audit = after.app.db.prepare("SELECT actor, body FROM audit_log WHERE action = 'list.entries_removed' AND account_id = ?").all(account.id) as Array<{ actor: string; body: string }>;
+      expect(audit.map((row) => row.actor)).toEqual(["system"]);
+      expect(JSON.parse(audit[0]?.body ?? "{}")).toMatchObject({ subject: "auto_ips", data: { removed: 1, values: "127.0.0.1" } });
+      // A customer of that backend is no longer denied for its address.
+      const res = await fetch(`${after.url}/api/v1/decide`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": keys.live.secret },
+        body: JSON.stringify({ userId: "honest_customer", action: "login", ...HUMAN_DESKTOP }),
+      });
+      expect(((await res.json()) as { data: { reasons: string[] } }).data.reasons).not.toContain("DENYLISTED");
+    } finally {
+      await after.close();
+    }
+  });
+});
+

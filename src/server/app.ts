@@ -42,6 +42,7 @@ import { registerHealth } from "../services/health.js";
 import { createFeedbackService } from "../services/feedback.js";
 import { createConsortiumService } from "../services/consortium.js";
 import { FeedbackProcessor } from "../feedback/processor.js";
+import { removeNonPublicAutomaticEntries } from "../feedback/repair.js";
 import { registerConsortiumSharing } from "../consortium/sharing.js";
 import { ConsortiumRepository } from "../store/consortium.js";
 import { FeedbackRepository } from "../store/feedback.js";
@@ -148,6 +149,7 @@ export function buildApp(options: AppOptions): App {
   const checkpointer = new Checkpointer(db, config.dataDir, logger);
   const policyRepository = new PolicyRepository(db);
   const listRepository = new ListRepository(db);
+  removeNonPublicAutomaticEntries({ db, lists: listRepository, audit, clock, logger });
   const policySets = new PolicySets(policyRepository, listRepository, (skipped) => {
     logger.log("warn", "a stored policy no longer compiles: decisions skip it until it is saved again", {
       account: skipped.tenant.accountId,
