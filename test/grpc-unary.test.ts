@@ -1,4 +1,5 @@
 import fs from "node:fs";
+import http from "node:http";
 import http2 from "node:http2";
 import path from "node:path";
 import Database from "../src/store/sqlite-driver.cjs";
@@ -233,8 +234,8 @@ describe("unary gRPC", () => {
       expect((await fetch(`${slow.url}/api/health/live`)).status).toBe(200);
       // The client picked the deadline: its expiry is not the service's fault, and leaves the status operational.
       const metrics = await (await fetch(`${slow.url}/api/metrics`)).text();
-      expect(metrics).toMatch(/fraud_requests_total\{route="\/fraud\.v1\.DecisionService\/Decide",protocol="grpc",outcome="client_error",code="TIMEOUT"\} 1/);
-      expect(metrics).toMatch(/fraud_requests_total\{route="\/fraud\.v1\.DecisionService\/Decide",protocol="grpc",outcome="client_error",code="grpc_4"\} 1/);
+      // Both held under 100 ms by the handler (50 ms deadlines, the second one's spent waiting for its message).
+      expect(metrics).toMatch(/fraud_requests_total\{route="\/fraud\.v1\.DecisionService\/Decide",protocol="grpc",outcome="client_error",code="TIMEOUT"\} 2/);
       expect(metrics).not.toMatch(/route="\/fraud\.v1\.DecisionService\/Decide",protocol="grpc",outcome="server_error"/);
       const status = (await (await fetch(`${slow.url}/api/v1/status?public=true`)).json()) as { data: { status: string } };
       expect(status.data.status).toBe("operational");
@@ -261,11 +262,50 @@ describe("unary gRPC", () => {
       await expect(client.decide({ userId: "late_grpc_web", action: "login", ip: "81.2.69.160" }, { headers: { "x-api-key": key }, timeoutMs: 50 })).rejects.toMatchObject({
         code: Code.DeadlineExceeded,
       });
+      // The handler held these calls 50 ms, under SLOW_HANDLER_MS: the clients' deadlines, not the service's fault.
+      const metricsText = async () => (await fetch(`${slow.url}/api/metrics`)).text();
+      expect(await metricsText()).not.toMatch(/outcome="server_error",code="TIMEOUT"/);
+      // One the handler held 300 ms is: the service was too slow for a reasonable deadline.
+      const held = await fetch(`${slow.url}/fraud.v1.DecisionService/Decide`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "connect-protocol-version": "1", "connect-timeout-ms": "300", "x-api-key": key },
+        body: JSON.stringify({ userId: "late_held", action: "login", ip: "81.2.69.160" }),
+      });
+      expect(held.status).toBe(504);
+      expect(await metricsText()).toMatch(/fraud_requests_total\{route="\/fraud\.v1\.DecisionService\/Decide",protocol="connect",outcome="server_error",code="TIMEOUT"\} 1/);
+      // A deadline past what a timer can wait is no deadline: connect-es's own timer would have ended the call at once.
+      const distant = await fetch(`${slow.url}/fraud.v1.DecisionService/Decide`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "connect-protocol-version": "1", "connect-timeout-ms": "3000000000", "x-api-key": key },
+        body: JSON.stringify({ userId: "late_distant", action: "login", ip: "81.2.69.160" }),
+      });
+      expect(distant.status).toBe(200);
+      // A message that arrives after its deadline is not run at all.
+      const expired = await new Promise<number>((resolve, reject) => {
+        const req = http.request(`${slow.url}/fraud.v1.DecisionService/Decide`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "connect-protocol-version": "1", "connect-timeout-ms": "20", "x-api-key": key },
+        });
+        req.on("response", (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        req.on("error", reject);
+        req.flushHeaders();
+        setTimeout(() => req.end(JSON.stringify({ userId: "late_expired", action: "login", ip: "81.2.69.160" })), 200);
+      });
+      expect(expired).toBe(504);
+      await slow.app.settled();
       // A rolling deploy stops the service as soon as the clients have their answers.
       await slow.app.close();
       const db = new Database(path.join(dataDir, "fraud.db"), { readonly: true });
       try {
-        expect(db.prepare("SELECT user_id FROM decisions WHERE user_id LIKE 'late_%' ORDER BY user_id").all()).toEqual([{ user_id: "late_connect" }, { user_id: "late_grpc_web" }]);
+        expect(db.prepare("SELECT user_id FROM decisions WHERE user_id LIKE 'late_%' ORDER BY user_id").all()).toEqual([
+          { user_id: "late_connect" },
+          { user_id: "late_distant" },
+          { user_id: "late_grpc_web" },
+          { user_id: "late_held" },
+        ]);
       } finally {
         db.close();
       }

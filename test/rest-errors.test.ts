@@ -252,6 +252,9 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     // The answer to a page's request carries the CORS headers only where the preflight would pass.
     const decided = await fetch(`${server.url}/api/v1/status?public=true`, { headers: { origin: "https://shop.example" } });
     expect(decided.headers.get("access-control-allow-origin")).toBe("*");
+    // Whether the answer has them depends on Origin: caches are told so, on the answers without one too.
+    expect(decided.headers.get("vary")).toBe("Origin");
+    expect((await fetch(`${server.url}/api/v1/status?public=true`)).headers.get("vary")).toBe("Origin");
     expect(decided.headers.get("access-control-expose-headers")).toContain("x-request-id");
     const cases = await fetch(`${server.url}/api/v1/cases`, { headers: { origin: "https://shop.example", "x-api-key": secret } });
     expect(cases.status).toBe(200);

@@ -20,6 +20,8 @@ export interface CallContext {
   principal?: Principal;
   /** Set when the call failed, so the REST gateway and metrics see the real error. */
   error?: ConnectError;
+  /** performance.now() when the handler itself started, past the interceptors' checks (metrics: a timeout's blame). */
+  handlerStartedAt?: number;
 }
 
 const callContextKey = createContextKey<CallContext | undefined>(undefined, { description: "fraud call context" });

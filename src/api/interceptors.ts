@@ -2,7 +2,7 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { RateLimitScope } from "../../gen/fraud/v1/options_pb.js";
 import type { KeyService } from "../auth/key-service.js";
 import type { Logger } from "../log.js";
-import { callContext } from "./context.js";
+import { callContext, type CallContext } from "./context.js";
 import { contractOf } from "./contract.js";
 import { AtCapacityError, ERROR_CODE_HEADER, apiError, describeError, internalError } from "./errors.js";
 import type { RateLimitCheck, RateLimitOutcome, RateLimiter } from "./rate-limiter.js";
@@ -31,10 +31,7 @@ export function errorInterceptor(logger: Logger): Interceptor {
       if (raw instanceof ConnectError && raw.metadata.has(ERROR_CODE_HEADER)) {
         error = raw;
       } else if (raw instanceof ConnectError && raw.cause === undefined && raw.code !== Code.Unknown && raw.code !== Code.Internal) {
-        // A protocol-level error (a deadline passed, a bad one, unsupported encoding, ...): its message is safe,
-        // and its code string travels as every other error's does.
-        error = raw;
-        error.metadata.set(ERROR_CODE_HEADER, describeError(raw).code);
+        error = protocolFailure(context, raw);
       } else if (raw instanceof AtCapacityError) {
         // An overload the client can retry, not a fault.
         error = apiError("SERVICE_UNAVAILABLE", `${raw.message}: retry in a second`, { retryAfterSeconds: raw.retryAfterSeconds, cause: raw });
@@ -51,6 +48,19 @@ export function errorInterceptor(logger: Logger): Interceptor {
       throw error;
     }
   };
+}
+
+/**
+ * A protocol-level error (a deadline passed, a bad one, unsupported encoding, ...), made to travel as every
+ * other error does: its message is safe, its code string and the request id go with it, and the call
+ * context records it (metrics). The error interceptor uses it, and the unary gRPC path for what fails
+ * around the interceptors (its deadline passing, a message that does not decode).
+ */
+export function protocolFailure(context: CallContext, error: ConnectError): ConnectError {
+  error.metadata.set(ERROR_CODE_HEADER, describeError(error).code);
+  error.metadata.set(REQUEST_ID_HEADER, context.requestId);
+  context.error = error;
+  return error;
 }
 
 /** Reads the key from X-API-Key or Authorization: Bearer (HTTP headers and gRPC metadata alike). */

@@ -1,4 +1,13 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { parseTimeout as parseConnectTimeout } from "@connectrpc/connect/protocol-connect";
+import { parseTimeout as parseGrpcTimeout } from "@connectrpc/connect/protocol-grpc";
+import { callContext } from "./context.js";
+
+/**
+ * The longest a Node timer waits (about 24.8 days); past it one fires at once. Longer deadlines are treated
+ * as none: connect-es's own timer for them would end the call at once.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
  * The calls whose handlers are running, on every protocol: the innermost
@@ -13,15 +22,19 @@ export class RunningCalls {
   private readonly running = new Set<Promise<unknown>>();
 
   readonly interceptor: Interceptor = (next) => (req) => {
+    const { signal } = req;
+    // Without a deadline a call is cut short only by its caller's leaving, when no one is left to answer:
+    // the race (a listener and two promises, 5 µs of a 100 µs analyze) is for calls that carry one.
+    const timeoutMs = deadlineMs(req.header);
+    const bounded = timeoutMs !== undefined && timeoutMs <= MAX_TIMER_MS;
+    // Its deadline gone by before the handler starts (a body that came slowly): nothing is run, or counted.
+    if (bounded && signal.aborted) return Promise.reject(reasonOf(signal));
+    callContext(req.contextValues).handlerStartedAt = performance.now();
     const handled = next(req);
     this.running.add(handled);
     const forget = () => this.running.delete(handled);
     handled.then(forget, forget);
-    // Without a deadline a call is cut short only by its caller's leaving, when no one is left to answer:
-    // the race (a listener and two promises, 5 µs of a 100 µs analyze) is for calls that carry one.
-    if (!req.header.has("connect-timeout-ms") && !req.header.has("grpc-timeout")) return handled;
-    const { signal } = req;
-    if (signal.aborted) return Promise.reject(reasonOf(signal));
+    if (!bounded) return handled;
     return new Promise((resolve, reject) => {
       const cutShort = () => reject(reasonOf(signal));
       signal.addEventListener("abort", cutShort, { once: true });
@@ -33,6 +46,14 @@ export class RunningCalls {
   async settled(): Promise<void> {
     while (this.running.size > 0) await Promise.allSettled([...this.running]);
   }
+}
+
+/** The call's deadline as its protocol's header gives it, in milliseconds; undefined without one (or a malformed one, refused elsewhere). */
+function deadlineMs(header: Headers): number | undefined {
+  const connect = header.get("connect-timeout-ms");
+  if (connect !== null) return parseConnectTimeout(connect, Number.MAX_SAFE_INTEGER).timeoutMs;
+  const grpc = header.get("grpc-timeout");
+  return grpc === null ? undefined : parseGrpcTimeout(grpc, Number.MAX_SAFE_INTEGER).timeoutMs;
 }
 
 /** Why a call was cut short: the transport's own error (a deadline), else the caller's leaving. */

@@ -23,11 +23,19 @@ type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
 
 /**
  * gRPC status codes that are the server's fault, for metrics and the status
- * report. Not DEADLINE_EXCEEDED: the client picks the deadline (a nanosecond
- * is a valid one), so counting it would let any client, keyless, put the
- * status at outage; slowness shows in the latency histogram instead.
+ * report, when no call context says more. DEADLINE_EXCEEDED is judged by
+ * SLOW_HANDLER_MS instead.
  */
 const GRPC_SERVER_FAULTS = new Set(["2", "13", "14", "15"]);
+
+/**
+ * A deadline that passed is the service's fault when its handler had held
+ * the call this long: the service was slow. A shorter one is the client's
+ * choice of deadline (a nanosecond is a valid one) or its slowness in sending
+ * the request, and counting it would let any client, keyless, put the status
+ * at outage.
+ */
+const SLOW_HANDLER_MS = 100;
 
 /**
  * The single entry point of every HTTP request on the port: diagnostics,
@@ -185,13 +193,13 @@ export class Dispatcher {
     }
     if (contentType.startsWith("application/grpc")) {
       const status = { "grpc-status": String(Code.Unimplemented), "grpc-message": encodeGrpcMessage(message) };
-      if ("stream" in res) {
-        // gRPC over HTTP/2: the status in trailers, after the headers.
+      if (contentType.startsWith("application/grpc-web")) {
+        // gRPC-Web reads no HTTP trailers, on either HTTP version: a trailers-only answer, the status in the headers.
+        res.writeHead(200, { "content-type": contentType, ...status });
+      } else {
+        // gRPC (HTTP/2): the status in trailers, after the headers.
         res.writeHead(200, { "content-type": contentType });
         res.addTrailers(status);
-      } else {
-        // gRPC-Web over HTTP/1.1: a trailers-only answer, the status in the headers.
-        res.writeHead(200, { "content-type": contentType, ...status });
       }
       res.end();
       return;
@@ -202,7 +210,10 @@ export class Dispatcher {
 
   /** A cross-origin request to an operation browsers may call: its answer is readable by the page (cors.ts). */
   private allowCrossOrigin(req: NodeRequest, res: NodeResponse, contract: MethodContract | undefined): void {
-    if (req.headers.origin !== undefined && contract !== undefined && allowsCrossOrigin(contract)) allowCrossOriginAnswer(res);
+    if (contract === undefined || !allowsCrossOrigin(contract)) return;
+    // The CORS headers depend on the request's Origin: a cache must not give one answer for the other.
+    res.setHeader("vary", "Origin");
+    if (req.headers.origin !== undefined) allowCrossOriginAnswer(res);
   }
 
   /**
@@ -262,17 +273,20 @@ export class Dispatcher {
     } else if (context.error) {
       const described = describeError(context.error);
       code = described.code;
-      // Not a fault of the service: a feature it does not have, or a deadline the client chose (GRPC_SERVER_FAULTS).
-      serverError = described.httpStatus >= 500 && described.code !== "NOT_IMPLEMENTED" && described.code !== "TIMEOUT";
+      // Not a fault of the service: a feature it does not have, or a deadline it did not hold the call for long.
+      serverError =
+        described.httpStatus >= 500 &&
+        described.code !== "NOT_IMPLEMENTED" &&
+        (described.code !== "TIMEOUT" || (context.handlerStartedAt !== undefined && performance.now() - context.handlerStartedAt >= SLOW_HANDLER_MS));
       clientError = !serverError;
     } else if (grpcStatus && grpcStatus !== "0") {
       code = `grpc_${grpcStatus}`;
       serverError = GRPC_SERVER_FAULTS.has(grpcStatus);
       clientError = !serverError;
-    } else if (serverError && context.protocol !== "rest") {
+    } else if ((serverError || clientError) && context.protocol !== "rest") {
       // A failure the interceptors never saw happened in the RPC library's reading of the request, before
-      // any of the service's code ran: bytes that do not decode (connect-es answers those 500 "internal").
-      // The request's fault, not the service's.
+      // any of the service's code ran: bytes that do not decode (connect-es answers those 500 "internal"),
+      // an unknown JSON field. The request's fault, not the service's.
       code = "MALFORMED_REQUEST";
       serverError = false;
       clientError = true;

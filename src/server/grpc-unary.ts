@@ -14,14 +14,14 @@ import {
   setTrailerStatus,
 } from "@connectrpc/connect/protocol-grpc";
 import type { CallContext } from "../api/context.js";
+import { protocolFailure } from "../api/interceptors.js";
+import { MAX_TIMER_MS } from "../api/running-calls.js";
 import type { UnaryInvoker } from "../api/unary-invoker.js";
 import { readBody } from "./request-body.js";
 
 /** The envelope before each gRPC message: a flags byte and a 4-byte big-endian length. */
 const ENVELOPE_HEADER_BYTES = 5;
 const FLAG_COMPRESSED = 0b0000_0001;
-/** The longest delay setTimeout honours. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Any deadline grpc-timeout can express is accepted, as Connect's router (no maxTimeoutMs) accepts it. */
 const MAX_TIMEOUT_MS = Number.MAX_SAFE_INTEGER;
@@ -104,7 +104,7 @@ export class GrpcUnaryPath {
       body = encodeEnvelope(0, toBinary(method.output, response.message));
       trailer.set(headerGrpcStatus, grpcStatusOk);
     } catch (error) {
-      const failure = context.error ?? ConnectError.from(error, Code.Internal);
+      const failure = context.error ?? protocolFailure(context, ConnectError.from(error, Code.Internal));
       setTrailerStatus(trailer, failure);
       trailer.set(headerGrpcMessage, encodeGrpcMessage(failure.rawMessage));
     } finally {
