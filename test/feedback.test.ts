@@ -540,18 +540,31 @@ describe("upgrading an installation whose feedback put private addresses in auto
     const before = await startTestServer({ config: { dataDir, engineThreads: 1 } });
     const { account, keys } = before.createAccount("Upgraded");
     const tenant = { accountId: account.id, environment: "live" } as const;
-    const put = await fetch(`${before.url}/api/v1/lists/auto_ips`, {
-      method: "PUT",
-      headers: { "content-type": "application/json", "x-api-key": keys.live.secret },
-      body: JSON.stringify({ kind: "ip", type: "deny", automatic: true }),
-    });
-    expect(put.status).toBe(200);
+    for (const list of ["auto_ips", "auto_ips_reviewed"]) {
+      const put = await fetch(`${before.url}/api/v1/lists/${list}`, {
+        method: "PUT",
+        headers: { "content-type": "application/json", "x-api-key": keys.live.secret },
+        body: JSON.stringify({ kind: "ip", type: "deny", automatic: true }),
+      });
+      expect(put.status).toBe(200);
+    }
     // What an earlier release did: feedback added the backend's 127.0.0.1 (and a public address), as its audit
-    // entry records; an analyst added 10.0.0.9 by hand.
+    // entry records, and 127.0.0.2 to the other list; an analyst added 10.0.0.9 by hand, and later worked on
+    // the other list by hand, so which of its entries are feedback's can no longer be told.
     const entries = new ListRepository(before.app.db);
     before.app.audit.atomically(() => {
       for (const value of ["127.0.0.1", "81.2.69.1", "10.0.0.9"]) entries.putEntry(tenant, "auto_ips", { value, expiresAt: undefined }, Date.now());
-      before.app.audit.record({ ...tenant, actor: "key_earlier", action: "feedback.received", subject: "dec_earlier", data: { listEntriesAdded: [{ list: "auto_ips", value: "127.0.0.1" }, { list: "auto_ips", value: "81.2.69.1" }] } });
+      entries.putEntry(tenant, "auto_ips_reviewed", { value: "127.0.0.2", expiresAt: undefined }, Date.now());
+      before.app.audit.record({
+        ...tenant,
+        actor: "key_earlier",
+        action: "feedback.received",
+        subject: "dec_earlier",
+        data: { listEntriesAdded: [{ list: "auto_ips", value: "127.0.0.1" }, { list: "auto_ips", value: "81.2.69.1" }, { list: "auto_ips_reviewed", value: "127.0.0.2" }] },
+      });
+      before.app.audit.record({ ...tenant, actor: "key_analyst", action: "list.entries_added", subject: "auto_ips_reviewed", data: { added: 1 } });
+      // The earlier release had no record of the repair: it is still to do.
+      before.app.db.prepare("DELETE FROM repairs_done").run();
     });
     await before.app.close();
 
@@ -559,6 +572,7 @@ describe("upgrading an installation whose feedback put private addresses in auto
     try {
       const values = (after.app.db.prepare("SELECT value FROM list_entries WHERE account_id = ? AND list_name = 'auto_ips' ORDER BY value").all(account.id) as Array<{ value: string }>).map((row) => row.value);
       expect(values).toEqual(["10.0.0.9", "81.2.69.1"]);
+      expect(after.app.db.prepare("SELECT value FROM list_entries WHERE account_id = ? AND list_name = 'auto_ips_reviewed'").all(account.id)).toEqual([{ value: "127.0.0.2" }]);
       const audit = after.app.db.prepare("SELECT actor, body FROM audit_log WHERE action = 'list.entries_removed' AND account_id = ?").all(account.id) as Array<{ actor: string; body: string }>;
       expect(audit.map((row) => row.actor)).toEqual(["system"]);
       expect(JSON.parse(audit[0]?.body ?? "{}")).toMatchObject({ subject: "auto_ips", data: { removed: 1, values: "127.0.0.1" } });
@@ -569,8 +583,16 @@ describe("upgrading an installation whose feedback put private addresses in auto
         body: JSON.stringify({ userId: "honest_customer", action: "login", ...HUMAN_DESKTOP }),
       });
       expect(((await res.json()) as { data: { reasons: string[] } }).data.reasons).not.toContain("DENYLISTED");
+      // Done once: an address put back later, by whoever, stays through the next start.
+      new ListRepository(after.app.db).putEntry(tenant, "auto_ips", { value: "127.0.0.1", expiresAt: undefined }, Date.now());
     } finally {
-      await after.close();
+      await after.app.close();
+    }
+    const again = await startTestServer({ config: { dataDir, engineThreads: 1 } });
+    try {
+      expect(again.app.db.prepare("SELECT COUNT(*) AS n FROM list_entries WHERE account_id = ? AND value = '127.0.0.1'").get(account.id)).toEqual({ n: 1 });
+    } finally {
+      await again.close();
     }
   });
 });

@@ -6,17 +6,26 @@ import type { Db } from "../store/database.js";
 import type { ListRepository } from "../store/lists.js";
 import type { Tenant } from "../store/tenant.js";
 
+/** Its name in `repairs_done` (migration 13): it runs once per database. */
+const REPAIR = "non-public-automatic-ip-entries";
+
+/** The list changes of the audit log that say who last touched a list's entries. */
+const LIST_CHANGES = ["feedback.received", "list.entries_added", "list.entries_removed", "list.deleted"] as const;
+
 /**
- * Takes back what feedback put in automatic IP deny lists before only public
- * addresses could join them (2026-11-21): a backend's own loopback or private
- * address, which denied every customer behind it from then on. Only entries a
- * `feedback.received` audit entry records adding are removed; an address an
- * analyst put there stays. Each list's removal is audited (actor `system`).
- * Runs at every start, at the cost of one query over automatic IP lists'
- * entries when there is nothing to take back. Returns the entries removed.
+ * Takes back, once, what feedback put in automatic IP deny lists before only
+ * public addresses could join them (2026-11-21): a backend's own loopback or
+ * private address, which denied every customer behind it from then on.
+ *
+ * An entry goes only when the last change the audit log records to its list
+ * is a `feedback.received` that added it: after an analyst added or removed
+ * entries of that list by hand, which entries are theirs cannot be told (the
+ * log records how many, not which), and theirs must stay. Each list's removal
+ * is audited (actor `system`). Returns the entries removed.
  */
 export function removeNonPublicAutomaticEntries(deps: { db: Db; lists: ListRepository; audit: AuditTrail; clock: Clock; logger: Logger }): number {
   const { db } = deps;
+  if (db.prepare("SELECT 1 FROM repairs_done WHERE name = ?").get(REPAIR)) return 0;
   const candidates = (
     db
       .prepare(
@@ -27,50 +36,60 @@ export function removeNonPublicAutomaticEntries(deps: { db: Db; lists: ListRepos
       )
       .all() as Array<{ accountId: string; environment: Tenant["environment"]; list: string; value: string }>
   ).filter((entry) => !entry.value.includes("/") && publicIpText(entry.value) === "");
-  if (candidates.length === 0) return 0;
 
-  const addedByFeedback = db.prepare<[string, string], { body: string }>(
-    "SELECT body FROM audit_log WHERE action = 'feedback.received' AND account_id = ? AND environment = ?",
+  const changes = db.prepare<[string, string, ...string[]], { action: string; subject: string | null; body: string }>(
+    `SELECT action, subject, body FROM audit_log WHERE account_id = ? AND environment = ? AND action IN (${LIST_CHANGES.map(() => "?").join(", ")}) ORDER BY seq`,
   );
-  const byList = new Map<string, { tenant: Tenant; list: string; values: string[] }>();
-  const provenance = new Map<string, Set<string>>();
-  for (const entry of candidates) {
-    const tenantKey = `${entry.accountId}\u0000${entry.environment}`;
-    let added = provenance.get(tenantKey);
-    if (!added) {
-      added = new Set();
-      for (const { body } of addedByFeedback.all(entry.accountId, entry.environment)) {
-        const listed = (JSON.parse(body) as { data?: { listEntriesAdded?: Array<{ list: string; value: string }> } }).data?.listEntriesAdded ?? [];
-        for (const { list, value } of listed) added.add(`${list}\u0000${value}`);
+  /** Per tenant: the entries whose list's last recorded change is feedback adding them. */
+  const fedByFeedback = new Map<string, Set<string>>();
+  const feedbackEntries = (tenant: Tenant): Set<string> => {
+    const key = `${tenant.accountId}\u0000${tenant.environment}`;
+    let entries = fedByFeedback.get(key);
+    if (entries) return entries;
+    entries = new Set();
+    for (const row of changes.all(tenant.accountId, tenant.environment, ...LIST_CHANGES)) {
+      if (row.action !== "feedback.received") {
+        // Touched by hand (or deleted): nothing of the list is known to be feedback's any more.
+        for (const entry of [...entries]) if (entry.startsWith(`${row.subject ?? ""}\u0000`)) entries.delete(entry);
+        continue;
       }
-      provenance.set(tenantKey, added);
+      const listed = (JSON.parse(row.body) as { data?: { listEntriesAdded?: Array<{ list: string; value: string }> } }).data?.listEntriesAdded ?? [];
+      for (const { list, value } of listed) entries.add(`${list}\u0000${value}`);
     }
-    if (!added.has(`${entry.list}\u0000${entry.value}`)) continue;
-    const listKey = `${tenantKey}\u0000${entry.list}`;
-    const group = byList.get(listKey) ?? { tenant: { accountId: entry.accountId, environment: entry.environment }, list: entry.list, values: [] };
+    fedByFeedback.set(key, entries);
+    return entries;
+  };
+
+  const byList = new Map<string, { tenant: Tenant; list: string; values: string[] }>();
+  for (const entry of candidates) {
+    const tenant: Tenant = { accountId: entry.accountId, environment: entry.environment };
+    if (!feedbackEntries(tenant).has(`${entry.list}\u0000${entry.value}`)) continue;
+    const listKey = `${entry.accountId}\u0000${entry.environment}\u0000${entry.list}`;
+    const group = byList.get(listKey) ?? { tenant, list: entry.list, values: [] };
     group.values.push(entry.value);
     byList.set(listKey, group);
   }
 
   let removed = 0;
-  const takeBack = db.transaction((group: { tenant: Tenant; list: string; values: string[] }) => {
-    let count = 0;
-    for (const value of group.values) if (deps.lists.removeEntry(group.tenant, group.list, value)) count++;
-    if (count === 0) return 0;
-    deps.lists.touch(group.tenant, group.list, deps.clock.now());
-    deps.audit.record({
-      ...group.tenant,
-      actor: "system",
-      action: "list.entries_removed",
-      subject: group.list,
-      data: { removed: count, reason: "addresses that are not public, added by feedback before they were kept out of automatic lists", values: group.values.join(", ") },
-    });
-    return count;
-  });
-  for (const group of byList.values()) {
-    const count = takeBack(group);
-    removed += count;
-    if (count > 0) deps.logger.log("warn", "removed non-public addresses that feedback had added to an automatic deny list", { ...group.tenant, list: group.list, removed: count });
-  }
+  db.transaction(() => {
+    // Another process starting on the same database may have done it meanwhile.
+    if (db.prepare("SELECT 1 FROM repairs_done WHERE name = ?").get(REPAIR)) return;
+    for (const group of byList.values()) {
+      let count = 0;
+      for (const value of group.values) if (deps.lists.removeEntry(group.tenant, group.list, value)) count++;
+      if (count === 0) continue;
+      deps.lists.touch(group.tenant, group.list, deps.clock.now());
+      deps.audit.record({
+        ...group.tenant,
+        actor: "system",
+        action: "list.entries_removed",
+        subject: group.list,
+        data: { removed: count, reason: "addresses that are not public, added by feedback before they were kept out of automatic lists", values: group.values.join(", ") },
+      });
+      removed += count;
+      deps.logger.log("warn", "removed non-public addresses that feedback had added to an automatic deny list", { ...group.tenant, list: group.list, removed: count });
+    }
+    db.prepare("INSERT INTO repairs_done (name, done_at) VALUES (?, ?)").run(REPAIR, deps.clock.now());
+  }).immediate();
   return removed;
 }

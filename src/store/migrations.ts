@@ -411,4 +411,11 @@ export const migrations: readonly string[] = [
     PRIMARY KEY (account_id, environment, currency)
   ) STRICT, WITHOUT ROWID;
   `,
+  // 13: one-time repairs of data that an earlier release got wrong, each done once (feedback/repair.ts).
+  `
+  CREATE TABLE repairs_done (
+    name TEXT PRIMARY KEY,
+    done_at INTEGER NOT NULL
+  ) STRICT;
+  `,
 ];
