@@ -69,6 +69,29 @@ describe("one port, four protocols", () => {
     expect(count()).toBe(0);
   });
 
+  it("counts a gRPC call the RPC library refuses by the status in its trailers, not as a success", async () => {
+    const count = async () =>
+      Number(/fraud_requests_total\{route="\/fraud\.v1\.DecisionService\/Decide",protocol="grpc",outcome="client_error",code="grpc_3"\} (\d+)/.exec(await (await fetch(`${server.url}/api/metrics`)).text())?.[1] ?? 0);
+    const before = await count();
+    const message = Buffer.from(JSON.stringify({ userId: "u", action: "login", ammount: 5 }));
+    const envelope = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), message]);
+    envelope.writeUInt32BE(message.length, 1);
+    const session = http2.connect(server.url);
+    try {
+      const trailers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
+        const stream = session.request({ ":method": "POST", ":path": "/fraud.v1.DecisionService/Decide", "content-type": "application/grpc+json", te: "trailers", "x-api-key": secret });
+        stream.on("trailers", resolve);
+        stream.on("error", reject);
+        stream.resume();
+        stream.end(envelope);
+      });
+      expect(trailers["grpc-status"]).toBe("3");
+    } finally {
+      session.close();
+    }
+    await expect.poll(count).toBe(before + 1);
+  });
+
   it("keeps the public status operational when keyless clients send bytes that do not decode", async () => {
     const malformed = async () =>
       Number(/fraud_requests_total\{route="\/fraud\.v1\.DecisionService\/Decide",protocol="connect",outcome="client_error",code="MALFORMED_REQUEST"\} (\d+)/.exec(await (await fetch(`${server.url}/api/metrics`)).text())?.[1] ?? 0);

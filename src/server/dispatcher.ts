@@ -90,13 +90,14 @@ export class Dispatcher {
     };
     let route = pathname;
     let component: ComponentName | undefined;
-    let grpcStatus: string | null | undefined;
+    /** The call's gRPC status, read when the response closes (which can come before the await that wrote it returns). */
+    let grpcStatus: () => string | null | undefined = () => undefined;
 
     this.inFlight++;
     res.once("close", () => {
       // Closed before its answer was written: the client went away (the nginx convention, 499).
       const status = res.writableFinished ? res.statusCode : CLIENT_CLOSED_REQUEST;
-      this.observe(context, route, component, status, grpcStatus);
+      this.observe(context, route, component, status, grpcStatus());
       if (--this.inFlight === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
     });
     if (this.draining && !("stream" in res)) res.setHeader("connection", "close");
@@ -119,12 +120,13 @@ export class Dispatcher {
         this.allowCrossOrigin(req, res, contractOf(rpc.method));
         const unary = this.grpcUnary.accepts(req, res, pathname);
         if (unary) {
-          grpcStatus = await this.grpcUnary.serve(unary, context, url.href);
+          // Its failures are in the call context (the interceptors', and its own: protocolFailure).
+          await this.grpcUnary.serve(unary, context, url.href);
         } else {
           const uReq = universalRequestFromNodeRequest(req, res, undefined, withCallContext(createContextValues(), context));
           const uRes = await rpc(uReq);
+          grpcStatus = () => uRes.trailer?.get("grpc-status") ?? uRes.header?.get("grpc-status");
           await universalResponseToNodeResponse(uRes, res);
-          grpcStatus = uRes.trailer?.get("grpc-status") ?? uRes.header?.get("grpc-status");
         }
       } else if (req.method === "OPTIONS") {
         const paths = this.gateway.match("OPTIONS", pathname);

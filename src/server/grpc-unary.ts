@@ -66,8 +66,8 @@ export class GrpcUnaryPath {
     return method && { method, req, res };
   }
 
-  /** Answers the call and returns its grpc-status; never throws (a failure is a status in the trailers). */
-  async serve({ method, req, res }: UnaryCall, context: CallContext, url: string): Promise<string> {
+  /** Answers the call; never throws (a failure is a status in the trailers, and the call context's error). */
+  async serve({ method, req, res }: UnaryCall, context: CallContext, url: string): Promise<void> {
     const abort = new AbortController();
     // Only a client that went away mid-call aborts it (an AbortError is costly to build).
     res.once("close", () => {
@@ -110,7 +110,7 @@ export class GrpcUnaryPath {
     } finally {
       deadline.clear();
     }
-    if (res.stream.destroyed) return String(Code.Canceled);
+    if (res.stream.destroyed) return;
     res.writeHead(200, headersObject(header));
     res.addTrailers(headersObject(trailer));
     if (!req.complete) {
@@ -125,7 +125,6 @@ export class GrpcUnaryPath {
     }
     if (body) res.end(body);
     else res.end();
-    return trailer.get(headerGrpcStatus) ?? grpcStatusOk;
   }
 }
 
@@ -210,7 +209,8 @@ function decodeOne(method: DescMethodUnary, body: Buffer, readMaxBytes: number) 
   const end = ENVELOPE_HEADER_BYTES + length;
   if (body.length < end) throw new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument);
   if (body.length > end) throw new ConnectError("protocol error: received extra input message for unary method", Code.Unimplemented);
-  if (flags & FLAG_COMPRESSED) throw new ConnectError("received compressed envelope, but do not know how to decompress", Code.Internal);
+  // connect-es says INTERNAL here; the fault is the client's (a flag without a grpc-encoding), as for bytes that do not parse.
+  if (flags & FLAG_COMPRESSED) throw new ConnectError("protocol error: the message is flagged compressed, but the call names no grpc-encoding", Code.InvalidArgument);
   try {
     return fromBinary(method.input, body.subarray(ENVELOPE_HEADER_BYTES, end));
   } catch (error) {
