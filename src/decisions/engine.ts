@@ -13,7 +13,7 @@ export interface DecisionEngineOptions {
   threads: number;
   /** How long decide waits for the comprehensive path before answering from the fast path. */
   comprehensiveBudgetMs: number;
-  /** Evaluations waiting for or in the pool before more are refused with AtCapacityError (503). */
+  /** Decides and analyzes waiting for or in the pool before more are refused with AtCapacityError (503). */
   queueLimit: number;
   /** Fault injection for tests: extra latency before every store read in the workers. */
   storeLatencyMs?: number;
@@ -117,8 +117,9 @@ export class DecisionEngine {
     const first = await Promise.race([full.catch((error: unknown) => (error instanceof AtCapacityError ? Promise.reject(error) : ("failed" as const))), missed]);
     clearTimeout(timer);
     if (first !== "missed" && first !== "failed") return { outcome: first, comprehensiveInTime: true };
-    // Admitted already: the decide holds its place in the queue with the comprehensive evaluation.
-    const outcome = await pool.run({ ...task, mode: "fast" }, { admitted: true });
+    // While the comprehensive evaluation still runs, the decide holds its place with it; one that failed has
+    // given its place back, and the fallback asks for one as any evaluation does.
+    const outcome = await pool.run({ ...task, mode: "fast" }, { admitted: first === "missed" });
     return { outcome, comprehensiveInTime: false, late: full.catch(() => undefined) };
   }
 
@@ -145,7 +146,7 @@ export class DecisionEngine {
     return (await this.pools).engine.run({ ...task, mode: "fast" });
   }
 
-  /** Evaluations waiting for or in the pool now (the metric of the queue FRAUD_ENGINE_QUEUE_LIMIT bounds). */
+  /** Decides and analyzes waiting for or in the pool now (the metric of the queue FRAUD_ENGINE_QUEUE_LIMIT bounds). */
   unanswered(): number {
     return this.batches?.unanswered ?? 0;
   }

@@ -264,7 +264,7 @@ export function buildApp(options: AppOptions): App {
       return {
         fraud_background_backlog: { help: "Pending background tasks (-1 when they cannot be counted).", value: backlog ?? -1 },
         fraud_ready: { help: "1 when every readiness check passes.", value: ready ? 1 : 0 },
-        fraud_engine_queue: { help: "Engine evaluations waiting or running (decide and analyze answer 503 at FRAUD_ENGINE_QUEUE_LIMIT).", value: engine.unanswered() },
+        fraud_engine_queue: { help: "Decides and analyzes waiting for or in the engine (503 at FRAUD_ENGINE_QUEUE_LIMIT); a decide's fast fallback counts with it.", value: engine.unanswered() },
       };
     },
   });
