@@ -31,7 +31,7 @@ function scriptedProcessor(): { processor: Pick<FeedbackProcessor, "submit">; at
     processor: {
       submit: (_tenant, _actor, _input, options) => {
         attempts.push(options?.waitedForEntry ?? false);
-        if (!written) throw new DecisionEntryPending(`decision ${RESULT.decisionId} has no signed audit entry yet`);
+        if (!written) throw new DecisionEntryPending(`decision ${RESULT.decisionId} has no signed audit entry yet: it follows the decision within seconds; submit the feedback again shortly`);
         return RESULT;
       },
     },

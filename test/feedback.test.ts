@@ -318,6 +318,22 @@ describe("POST /api/v1/feedback", () => {
     expect(missing.body.error).toMatchObject({ code: "EVIDENCE_TAMPERED", message: expect.stringContaining("the decision's signed audit entry is missing") });
     expect(server.app.db.prepare("SELECT COUNT(*) AS n FROM audit_log WHERE action = 'evidence.tampered' AND subject = ?").get(orphan.decisionId)).toEqual({ n: 1 });
     expect(server.app.db.prepare("SELECT COUNT(*) AS n FROM feedback WHERE decision_id = ?").get(orphan.decisionId)).toEqual({ n: 0 });
+
+    // An old decision whose follow-up is still to run (as after a crash), or failed for good: not tampering.
+    const delayed = await decide(key, { ...fraudPattern(87), userId: "delayed" });
+    await server.app.settled();
+    tamperWithAuditLog(() => server.app.db.prepare("DELETE FROM audit_log WHERE action = 'decision.made' AND subject = ?").run(delayed.decisionId));
+    const task = server.app.db
+      .prepare("INSERT INTO outbox (kind, account_id, environment, payload, status, next_attempt_at, created_at, updated_at) VALUES ('decision.follow-up', ?, 'test', ?, 'pending', ?, 0, 0)")
+      .run(acme.account.id, JSON.stringify({ followUps: [{ audit: { subject: delayed.decisionId } }] }), Number.MAX_SAFE_INTEGER);
+    clock.advance(ENTRY_GRACE_MS);
+    const pending = await feedback(key, { decisionId: delayed.decisionId, actualOutcome: "fraud" });
+    expect(pending.body.error).toMatchObject({ code: "CONFLICT", message: expect.stringContaining("it follows the decision within seconds") });
+    server.app.db.prepare("UPDATE outbox SET status = 'dead' WHERE id = ?").run(task.lastInsertRowid);
+    const dead = await feedback(key, { decisionId: delayed.decisionId, actualOutcome: "fraud" });
+    expect(dead.body.error).toMatchObject({ code: "CONFLICT", message: expect.stringContaining("its follow-up failed and waits in the dead-letter queue") });
+    server.app.db.prepare("DELETE FROM outbox WHERE id = ?").run(task.lastInsertRowid);
+    expect(server.app.db.prepare("SELECT COUNT(*) AS n FROM audit_log WHERE action = 'evidence.tampered' AND subject = ?").get(delayed.decisionId)).toEqual({ n: 0 });
   });
 
   it("refuses a decision moved into another tenant's rows: its signed entry names its own account", async () => {

@@ -77,6 +77,19 @@ export function followUpTask(tenant: Tenant, followUpsJson: readonly string[], n
   return outboxEntryOfJson(DECISION_FOLLOW_UP_TASK, tenant, `{"followUps":[${followUpsJson.join(",")}]}`, now, now + FOLLOW_UP_GRACE_MS);
 }
 
+/**
+ * Where a decision's follow-up stands when its audit entry is missing: still to run (its task waits in the
+ * outbox, as after a crash), failed for good (a dead letter), or neither (undefined: done, or never queued).
+ */
+export function followUpStateOf(db: Db, tenant: Tenant, decisionId: string): "pending" | "dead" | undefined {
+  const row = db
+    .prepare<[string, string, string, string], { status: "pending" | "dead" }>(
+      "SELECT status FROM outbox WHERE kind = ? AND account_id = ? AND environment = ? AND instr(payload, ?) > 0 ORDER BY status = 'pending' DESC LIMIT 1",
+    )
+    .get(DECISION_FOLLOW_UP_TASK, tenant.accountId, tenant.environment, `"subject":${JSON.stringify(decisionId)}`);
+  return row?.status;
+}
+
 /** Carries out follow-ups over one connection: the writer's, or the request thread's for the outbox runner. */
 export class DecisionFollowUps {
   private readonly cases;

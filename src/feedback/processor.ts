@@ -9,6 +9,7 @@ import type { Clock } from "../clock.js";
 import { indicatorsOf } from "../consortium/indicators.js";
 import { crossedEnvironment } from "../consortium/membership.js";
 import { queueIndicators } from "../consortium/sharing.js";
+import { followUpStateOf } from "../decisions/follow-up.js";
 import type { DecisionDetails, StoredRequest } from "../decisions/record.js";
 import { DEFAULT_WEIGHTS, paymentOf, publicIpText, scoreSignals, type Signals } from "../engine/index.js";
 import type { EventPublisher } from "../events/publisher.js";
@@ -298,8 +299,13 @@ export class FeedbackProcessor {
     if (!entry) {
       // It follows the decision within milliseconds, or within seconds of a restart after a crash; long after,
       // it was deleted (or its follow-up failed for good, which the dead letters show).
-      if (!waitedForEntry || this.deps.clock.now() - decision.createdAt < ENTRY_GRACE_MS) {
-        throw new DecisionEntryPending(`decision ${decision.id} has no signed audit entry yet`);
+      const soon = `decision ${decision.id} has no signed audit entry yet: it follows the decision within seconds; submit the feedback again shortly`;
+      if (!waitedForEntry || this.deps.clock.now() - decision.createdAt < ENTRY_GRACE_MS) throw new DecisionEntryPending(soon);
+      // An old decision's follow-up may still be on its way (a restart after a crash runs it), or failed for good.
+      const followUp = followUpStateOf(this.deps.db, tenant, decision.id);
+      if (followUp === "pending") throw new DecisionEntryPending(soon);
+      if (followUp === "dead") {
+        throw new DecisionEntryPending(`decision ${decision.id} has no signed audit entry: its follow-up failed and waits in the dead-letter queue; replay it, then submit the feedback again`);
       }
       return "the decision's signed audit entry is missing";
     }

@@ -43,7 +43,7 @@ export function createFeedbackService(deps: {
         return deps.processor.submit(tenant, actor, input, { waitedForEntry: true });
       } catch (error) {
         if (!(error instanceof DecisionEntryPending)) throw error;
-        throw apiError("CONFLICT", `${error.message}: it follows the decision within seconds; submit the feedback again shortly`);
+        throw apiError("CONFLICT", error.message);
       }
     },
   };
