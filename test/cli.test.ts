@@ -141,23 +141,6 @@ describe("fraudctl against a running server", () => {
     }
   });
 
-  it("logs Node's warnings as JSON, and the one a client can cause at will once", async () => {
-    const created = await runFraudctl(["accounts", "create", "--name", "Distant", "--json"], env);
-    const key = (JSON.parse(created.stdout) as { keys: { test: { secret: string } } }).keys.test.secret;
-    for (let i = 0; i < 3; i++) {
-      // A deadline past what a timer can wait: connect-es's timer for it makes Node warn.
-      const res = await fetch(`${server.url}/fraud.v1.StatusService/GetStatus`, {
-        method: "POST",
-        headers: { "content-type": "application/json", "connect-protocol-version": "1", "connect-timeout-ms": "3000000000", "x-api-key": key },
-        body: "{}",
-      });
-      expect(res.status).toBe(200);
-    }
-    await expect.poll(() => server.output().includes('"name":"TimeoutOverflowWarning"')).toBe(true);
-    expect(server.output().match(/TimeoutOverflowWarning/g)).toHaveLength(1);
-    expect(server.output()).not.toMatch(/^\(node:\d+\)/m);
-  });
-
   it("explains its usage on a wrong command", async () => {
     const result = await runFraudctl(["keys", "explode"], env);
     expect(result.code).toBe(2);

@@ -12,7 +12,7 @@ import { KeyError, KeyService } from "../auth/key-service.js";
 import { ALL_PERMISSIONS, PUBLISHABLE_PERMISSIONS, isPermission, shownPermissions, type KeyKind, type Permission } from "../auth/keys.js";
 import { systemClock, type Clock } from "../clock.js";
 import { loadConfig } from "../config.js";
-import { keyHint, silentLogger, type Logger } from "../log.js";
+import { keyHint, silentLogger } from "../log.js";
 import { ReferenceData } from "../engine/index.js";
 import { buildApp } from "../server/app.js";
 import { AccountRepository } from "../store/accounts.js";
@@ -476,7 +476,6 @@ async function serve(io: CliIo, env: NodeJS.ProcessEnv): Promise<number> {
     throw new Error(`HOST must be an address or a name that resolves, got "${config.host}" (${error instanceof Error ? error.message : String(error)})`);
   });
   const app = buildApp({ config });
-  logWarningsTo(app.logger);
   let address;
   try {
     address = await app.listen();
@@ -519,23 +518,6 @@ async function serve(io: CliIo, env: NodeJS.ProcessEnv): Promise<number> {
   });
   app.logger.log("info", "stopped", {});
   return 0;
-}
-
-/**
- * Node's own warnings go to the service's JSON log instead of stderr's plain text. One a client can cause at
- * will, a deadline past what a timer can wait (connect-es hands it to setTimeout, which warns on every
- * call), is logged once.
- */
-function logWarningsTo(logger: Logger): void {
-  let timeoutOverflowLogged = false;
-  process.removeAllListeners("warning");
-  process.on("warning", (warning) => {
-    if (warning.name === "TimeoutOverflowWarning") {
-      if (timeoutOverflowLogged) return;
-      timeoutOverflowLogged = true;
-    }
-    logger.log("warn", "node warning", { name: warning.name, warning: warning.message });
-  });
 }
 
 /** Entry point of the `fraudctl` bin. */
