@@ -48,6 +48,17 @@ export class RunningCalls {
   }
 }
 
+/**
+ * The deadline header to take off a request before connect-es reads it, when its deadline is past what a
+ * timer can wait: connect-es would hand it to setTimeout, which fires at once and warns on every call. The
+ * deadline is then none, as on the unary gRPC path.
+ */
+export function unwaitableDeadlineHeader(header: Headers): string | undefined {
+  const timeoutMs = deadlineMs(header);
+  if (timeoutMs === undefined || timeoutMs <= MAX_TIMER_MS) return undefined;
+  return header.has("connect-timeout-ms") ? "connect-timeout-ms" : "grpc-timeout";
+}
+
 /** The call's deadline as its protocol's header gives it, in milliseconds; undefined without one (or a malformed one, refused elsewhere). */
 function deadlineMs(header: Headers): number | undefined {
   const connect = header.get("connect-timeout-ms");

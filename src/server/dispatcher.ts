@@ -8,6 +8,7 @@ import { withCallContext, type CallContext, type Protocol } from "../api/context
 import { contractOf, type MethodContract } from "../api/contract.js";
 import { apiError, describeError, internalError } from "../api/errors.js";
 import { REQUEST_ID_HEADER } from "../api/interceptors.js";
+import { unwaitableDeadlineHeader } from "../api/running-calls.js";
 import { newId } from "../ids.js";
 import { keyHint, type Logger } from "../log.js";
 import type { HealthMonitor } from "../observability/health.js";
@@ -124,6 +125,8 @@ export class Dispatcher {
           await this.grpcUnary.serve(unary, context, url.href);
         } else {
           const uReq = universalRequestFromNodeRequest(req, res, undefined, withCallContext(createContextValues(), context));
+          const unwaitable = unwaitableDeadlineHeader(uReq.header);
+          if (unwaitable !== undefined) uReq.header.delete(unwaitable);
           const uRes = await rpc(uReq);
           grpcStatus = () => uRes.trailer?.get("grpc-status") ?? uRes.header?.get("grpc-status");
           await universalResponseToNodeResponse(uRes, res);
