@@ -579,6 +579,8 @@ describe("upgrading an installation whose feedback put private addresses in auto
         data: { listEntriesAdded: [{ list: "auto_ips", value: "127.0.0.1" }, { list: "auto_ips", value: "81.2.69.1" }, { list: "auto_ips_reviewed", value: "127.0.0.2" }] },
       });
       before.app.audit.record({ ...tenant, actor: "key_analyst", action: "list.entries_added", subject: "auto_ips_reviewed", data: { added: 1 } });
+      // An entry of a shape the repair does not expect must not stop the service from starting.
+      before.app.audit.record({ ...tenant, actor: "key_odd", action: "feedback.received", subject: "dec_odd", data: { listEntriesAdded: [null, 5, { list: 7 }] } });
       // The earlier release had no record of the repair: it is still to do.
       before.app.db.prepare("DELETE FROM repairs_done").run();
     });

@@ -40,30 +40,33 @@ export function removeNonPublicAutomaticEntries(deps: { db: Db; lists: ListRepos
   const changes = db.prepare<[string, string, ...string[]], { action: string; subject: string | null; body: string }>(
     `SELECT action, subject, body FROM audit_log WHERE account_id = ? AND environment = ? AND action IN (${LIST_CHANGES.map(() => "?").join(", ")}) ORDER BY seq`,
   );
-  /** Per tenant: the entries whose list's last recorded change is feedback adding them. */
-  const fedByFeedback = new Map<string, Set<string>>();
-  const feedbackEntries = (tenant: Tenant): Set<string> => {
+  /** Per tenant, per list: the values whose list's last recorded change is feedback adding them. */
+  const fedByFeedback = new Map<string, Map<string, Set<string>>>();
+  const feedbackEntries = (tenant: Tenant): Map<string, Set<string>> => {
     const key = `${tenant.accountId}\u0000${tenant.environment}`;
-    let entries = fedByFeedback.get(key);
-    if (entries) return entries;
-    entries = new Set();
+    let lists = fedByFeedback.get(key);
+    if (lists) return lists;
+    lists = new Map();
     for (const row of changes.all(tenant.accountId, tenant.environment, ...LIST_CHANGES)) {
       if (row.action !== "feedback.received") {
         // Touched by hand (or deleted): nothing of the list is known to be feedback's any more.
-        for (const entry of [...entries]) if (entry.startsWith(`${row.subject ?? ""}\u0000`)) entries.delete(entry);
+        lists.delete(row.subject ?? "");
         continue;
       }
-      const listed = (JSON.parse(row.body) as { data?: { listEntriesAdded?: Array<{ list: string; value: string }> } }).data?.listEntriesAdded ?? [];
-      for (const { list, value } of listed) entries.add(`${list}\u0000${value}`);
+      for (const { list, value } of listEntriesAdded(row.body)) {
+        let values = lists.get(list);
+        if (!values) lists.set(list, (values = new Set()));
+        values.add(value);
+      }
     }
-    fedByFeedback.set(key, entries);
-    return entries;
+    fedByFeedback.set(key, lists);
+    return lists;
   };
 
   const byList = new Map<string, { tenant: Tenant; list: string; values: string[] }>();
   for (const entry of candidates) {
     const tenant: Tenant = { accountId: entry.accountId, environment: entry.environment };
-    if (!feedbackEntries(tenant).has(`${entry.list}\u0000${entry.value}`)) continue;
+    if (!feedbackEntries(tenant).get(entry.list)?.has(entry.value)) continue;
     const listKey = `${entry.accountId}\u0000${entry.environment}\u0000${entry.list}`;
     const group = byList.get(listKey) ?? { tenant, list: entry.list, values: [] };
     group.values.push(entry.value);
@@ -92,4 +95,21 @@ export function removeNonPublicAutomaticEntries(deps: { db: Db; lists: ListRepos
     db.prepare("INSERT INTO repairs_done (name, done_at) VALUES (?, ?)").run(REPAIR, deps.clock.now());
   }).immediate();
   return removed;
+}
+
+/** What a feedback.received entry says it added to lists; nothing for a body of any other shape (a start must not fail on one). */
+function listEntriesAdded(body: string): Array<{ list: string; value: string }> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return [];
+  }
+  const data = typeof parsed === "object" && parsed !== null ? (parsed as { data?: unknown }).data : undefined;
+  const listed = typeof data === "object" && data !== null ? (data as { listEntriesAdded?: unknown }).listEntriesAdded : undefined;
+  if (!Array.isArray(listed)) return [];
+  return listed.filter(
+    (item): item is { list: string; value: string } =>
+      typeof item === "object" && item !== null && typeof (item as { list?: unknown }).list === "string" && typeof (item as { value?: unknown }).value === "string",
+  );
 }
