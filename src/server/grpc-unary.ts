@@ -86,19 +86,19 @@ export class GrpcUnaryPath {
       for (const [name, value] of Object.entries(req.headers)) {
         if (!name.startsWith(":") && typeof value === "string") requestHeader.set(name, value);
       }
-      const response = await deadline.race(
-        this.invoker.invoke({
-          method,
-          message,
-          header: requestHeader,
-          signal: abort.signal,
-          timeoutMs: () => deadline.remainingMs(),
-          protocolName: "grpc",
-          requestMethod: "POST",
-          url,
-          context,
-        }),
-      );
+      // The deadline aborts the call's signal, which the innermost interceptor (RunningCalls) answers as
+      // every protocol's: the race is needed here only for the message, read before the interceptors.
+      const response = await this.invoker.invoke({
+        method,
+        message,
+        header: requestHeader,
+        signal: abort.signal,
+        timeoutMs: () => deadline.remainingMs(),
+        protocolName: "grpc",
+        requestMethod: "POST",
+        url,
+        context,
+      });
       response.header.forEach((value, name) => header.set(name, value));
       response.trailer.forEach((value, name) => trailer.set(name, value));
       body = encodeEnvelope(0, toBinary(method.output, response.message));
