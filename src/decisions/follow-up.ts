@@ -81,13 +81,9 @@ export function followUpTask(tenant: Tenant, followUpsJson: readonly string[], n
  * Where a decision's follow-up stands when its audit entry is missing: still to run (its task waits in the
  * outbox, as after a crash), failed for good (a dead letter), or neither (undefined: done, or never queued).
  */
-export function followUpStateOf(db: Db, tenant: Tenant, decisionId: string): "pending" | "dead" | undefined {
-  const row = db
-    .prepare<[string, string, string, string], { status: "pending" | "dead" }>(
-      "SELECT status FROM outbox WHERE kind = ? AND account_id = ? AND environment = ? AND instr(payload, ?) > 0 ORDER BY status = 'pending' DESC LIMIT 1",
-    )
-    .get(DECISION_FOLLOW_UP_TASK, tenant.accountId, tenant.environment, `"subject":${JSON.stringify(decisionId)}`);
-  return row?.status;
+export function followUpStateOf(outbox: OutboxTable, tenant: Tenant, decisionId: string): "pending" | "dead" | undefined {
+  // Each follow-up's audit fields name the decision as their subject.
+  return outbox.statusOf(DECISION_FOLLOW_UP_TASK, tenant, `"subject":${JSON.stringify(decisionId)}`);
 }
 
 /** Carries out follow-ups over one connection: the writer's, or the request thread's for the outbox runner. */

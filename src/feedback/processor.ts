@@ -302,7 +302,7 @@ export class FeedbackProcessor {
       const soon = `decision ${decision.id} has no signed audit entry yet: it follows the decision within seconds; submit the feedback again shortly`;
       if (!waitedForEntry || this.deps.clock.now() - decision.createdAt < ENTRY_GRACE_MS) throw new DecisionEntryPending(soon);
       // An old decision's follow-up may still be on its way (a restart after a crash runs it), or failed for good.
-      const followUp = followUpStateOf(this.deps.db, tenant, decision.id);
+      const followUp = followUpStateOf(this.deps.outbox.table, tenant, decision.id);
       if (followUp === "pending") throw new DecisionEntryPending(soon);
       if (followUp === "dead") {
         throw new DecisionEntryPending(`decision ${decision.id} has no signed audit entry: its follow-up failed and waits in the dead-letter queue; replay it, then submit the feedback again`);

@@ -99,6 +99,7 @@ export class OutboxTable {
   private readonly insertStmt;
   private readonly deleteStmt;
   private readonly pendingOfKindStmt;
+  private readonly statusOfStmt;
 
   constructor(db: Db) {
     this.insertStmt = db.prepare<[OutboxEntry]>(
@@ -109,6 +110,9 @@ export class OutboxTable {
     this.pendingOfKindStmt = db.prepare<[string, number, number], OutboxRow>(
       "SELECT * FROM outbox WHERE kind = ? AND status = 'pending' AND id > ? ORDER BY id LIMIT ?",
     );
+    this.statusOfStmt = db.prepare<[string, string, string, string], { status: "pending" | "dead" }>(
+      "SELECT status FROM outbox WHERE kind = ? AND account_id = ? AND environment = ? AND instr(payload, ?) > 0 ORDER BY status = 'pending' DESC LIMIT 1",
+    );
   }
 
   /** The new task's id. */
@@ -118,6 +122,14 @@ export class OutboxTable {
 
   delete(id: number): void {
     this.deleteStmt.run(id);
+  }
+
+  /**
+   * Where a tenant's task of this kind whose payload holds `fragment` stands: still to run, a dead letter,
+   * or undefined when there is none (done, or never queued). A pending one wins over a dead one.
+   */
+  statusOf(kind: string, tenant: Tenant, fragment: string): "pending" | "dead" | undefined {
+    return this.statusOfStmt.get(kind, tenant.accountId, tenant.environment, fragment)?.status;
   }
 
   /** Up to `limit` pending tasks of one kind with ids above `afterId`, oldest first. */
