@@ -3,7 +3,9 @@ import type { Clock } from "../clock.js";
 import { publicIpText } from "../engine/index.js";
 import type { Logger } from "../log.js";
 import type { Db } from "../store/database.js";
+import type { SqliteAuditStore } from "../store/audit.js";
 import type { ListRepository } from "../store/lists.js";
+import { RepairLog } from "../store/repairs.js";
 import type { Tenant } from "../store/tenant.js";
 
 /** Its name in `repairs_done` (migration 13): it runs once per database. */
@@ -23,23 +25,18 @@ const LIST_CHANGES = ["feedback.received", "list.entries_added", "list.entries_r
  * log records how many, not which), and theirs must stay. Each list's removal
  * is audited (actor `system`). Returns the entries removed.
  */
-export function removeNonPublicAutomaticEntries(deps: { db: Db; lists: ListRepository; audit: AuditTrail; clock: Clock; logger: Logger }): number {
-  const { db } = deps;
-  if (db.prepare("SELECT 1 FROM repairs_done WHERE name = ?").get(REPAIR)) return 0;
-  const candidates = (
-    db
-      .prepare(
-        `SELECT e.account_id AS accountId, e.environment AS environment, e.list_name AS list, e.value AS value
-           FROM list_entries e
-           JOIN lists l ON l.account_id = e.account_id AND l.environment = e.environment AND l.name = e.list_name
-          WHERE l.automatic = 1 AND l.kind = 'ip' AND l.type = 'deny'`,
-      )
-      .all() as Array<{ accountId: string; environment: Tenant["environment"]; list: string; value: string }>
-  ).filter((entry) => !entry.value.includes("/") && publicIpText(entry.value) === "");
+export function removeNonPublicAutomaticEntries(deps: {
+  db: Db;
+  lists: ListRepository;
+  auditEntries: Pick<SqliteAuditStore, "actionsOf">;
+  audit: AuditTrail;
+  clock: Clock;
+  logger: Logger;
+}): number {
+  const repairs = new RepairLog(deps.db);
+  if (repairs.done(REPAIR)) return 0;
+  const candidates = deps.lists.automaticDenyEntries("ip").filter((entry) => !entry.value.includes("/") && publicIpText(entry.value) === "");
 
-  const changes = db.prepare<[string, string, ...string[]], { action: string; subject: string | null; body: string }>(
-    `SELECT action, subject, body FROM audit_log WHERE account_id = ? AND environment = ? AND action IN (${LIST_CHANGES.map(() => "?").join(", ")}) ORDER BY seq`,
-  );
   /** Per tenant, per list: the values whose list's last recorded change is feedback adding them. */
   const fedByFeedback = new Map<string, Map<string, Set<string>>>();
   const feedbackEntries = (tenant: Tenant): Map<string, Set<string>> => {
@@ -47,7 +44,7 @@ export function removeNonPublicAutomaticEntries(deps: { db: Db; lists: ListRepos
     let lists = fedByFeedback.get(key);
     if (lists) return lists;
     lists = new Map();
-    for (const row of changes.all(tenant.accountId, tenant.environment, ...LIST_CHANGES)) {
+    for (const row of deps.auditEntries.actionsOf(tenant, LIST_CHANGES)) {
       if (row.action !== "feedback.received") {
         // Touched by hand (or deleted): nothing of the list is known to be feedback's any more.
         lists.delete(row.subject ?? "");
@@ -64,36 +61,37 @@ export function removeNonPublicAutomaticEntries(deps: { db: Db; lists: ListRepos
   };
 
   const byList = new Map<string, { tenant: Tenant; list: string; values: string[] }>();
-  for (const entry of candidates) {
-    const tenant: Tenant = { accountId: entry.accountId, environment: entry.environment };
-    if (!feedbackEntries(tenant).get(entry.list)?.has(entry.value)) continue;
-    const listKey = `${entry.accountId}\u0000${entry.environment}\u0000${entry.list}`;
-    const group = byList.get(listKey) ?? { tenant, list: entry.list, values: [] };
-    group.values.push(entry.value);
+  for (const { tenant, list, value } of candidates) {
+    if (!feedbackEntries(tenant).get(list)?.has(value)) continue;
+    const listKey = `${tenant.accountId}\u0000${tenant.environment}\u0000${list}`;
+    const group = byList.get(listKey) ?? { tenant, list, values: [] };
+    group.values.push(value);
     byList.set(listKey, group);
   }
 
   let removed = 0;
-  db.transaction(() => {
-    // Another process starting on the same database may have done it meanwhile.
-    if (db.prepare("SELECT 1 FROM repairs_done WHERE name = ?").get(REPAIR)) return;
-    for (const group of byList.values()) {
-      let count = 0;
-      for (const value of group.values) if (deps.lists.removeEntry(group.tenant, group.list, value)) count++;
-      if (count === 0) continue;
-      deps.lists.touch(group.tenant, group.list, deps.clock.now());
-      deps.audit.record({
-        ...group.tenant,
-        actor: "system",
-        action: "list.entries_removed",
-        subject: group.list,
-        data: { removed: count, reason: "addresses that are not public, added by feedback before they were kept out of automatic lists", values: group.values.join(", ") },
-      });
-      removed += count;
-      deps.logger.log("warn", "removed non-public addresses that feedback had added to an automatic deny list", { ...group.tenant, list: group.list, removed: count });
-    }
-    db.prepare("INSERT INTO repairs_done (name, done_at) VALUES (?, ?)").run(REPAIR, deps.clock.now());
-  }).immediate();
+  deps.db
+    .transaction(() => {
+      // Another process starting on the same database may have done it meanwhile.
+      if (repairs.done(REPAIR)) return;
+      for (const group of byList.values()) {
+        let count = 0;
+        for (const value of group.values) if (deps.lists.removeEntry(group.tenant, group.list, value)) count++;
+        if (count === 0) continue;
+        deps.lists.touch(group.tenant, group.list, deps.clock.now());
+        deps.audit.record({
+          ...group.tenant,
+          actor: "system",
+          action: "list.entries_removed",
+          subject: group.list,
+          data: { removed: count, reason: "addresses that are not public, added by feedback before they were kept out of automatic lists", values: group.values.join(", ") },
+        });
+        removed += count;
+        deps.logger.log("warn", "removed non-public addresses that feedback had added to an automatic deny list", { ...group.tenant, list: group.list, removed: count });
+      }
+      repairs.markDone(REPAIR, deps.clock.now());
+    })
+    .immediate();
   return removed;
 }
 

@@ -149,7 +149,7 @@ export function buildApp(options: AppOptions): App {
   const checkpointer = new Checkpointer(db, config.dataDir, logger);
   const policyRepository = new PolicyRepository(db);
   const listRepository = new ListRepository(db);
-  removeNonPublicAutomaticEntries({ db, lists: listRepository, audit, clock, logger });
+  removeNonPublicAutomaticEntries({ db, lists: listRepository, auditEntries: auditStore, audit, clock, logger });
   const policySets = new PolicySets(policyRepository, listRepository, (skipped) => {
     logger.log("warn", "a stored policy no longer compiles: decisions skip it until it is saved again", {
       account: skipped.tenant.accountId,

@@ -18,6 +18,7 @@ export class SqliteAuditStore implements AuditStore {
   private readonly allStmt;
   private readonly pageStmt;
   private readonly decisionEntryStmt;
+  private readonly actionsOfStmt;
   private readonly appendTx;
   private readonly appendInTransaction;
   private readonly atomicTx;
@@ -36,6 +37,9 @@ export class SqliteAuditStore implements AuditStore {
        ORDER BY seq LIMIT @limit OFFSET @offset`,
     );
     this.decisionEntryStmt = db.prepare<[string], AuditRow>("SELECT * FROM audit_log WHERE action = 'decision.made' AND subject = ?");
+    this.actionsOfStmt = db.prepare<[string, string, string], { action: string; subject: string | null; body: string }>(
+      "SELECT action, subject, body FROM audit_log WHERE account_id = ? AND environment = ? AND action IN (SELECT value FROM json_each(?)) ORDER BY seq",
+    );
     this.appendInTransaction = (builds: ReadonlyArray<(last: AuditRecord | undefined) => AuditRecord>): AuditRecord[] => {
       const lastRow = this.lastStmt.get();
       let last = lastRow === undefined ? undefined : fromAuditRow(lastRow);
@@ -75,6 +79,11 @@ export class SqliteAuditStore implements AuditStore {
   /** Whether the decision has its decision.made entry (one per decision: a unique index). */
   hasDecisionEntry(decisionId: string): boolean {
     return this.decisionEntryStmt.get(decisionId) !== undefined;
+  }
+
+  /** A tenant's entries of these actions, oldest first, as stored (not verified). */
+  actionsOf(tenant: Tenant, actions: readonly string[]): Array<{ action: string; subject: string | null; body: string }> {
+    return this.actionsOfStmt.all(tenant.accountId, tenant.environment, JSON.stringify(actions));
   }
 
   /** A decision's decision.made entry, as stored (not verified). */

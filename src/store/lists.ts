@@ -58,6 +58,7 @@ export class ListRepository {
   private readonly rangesStmt;
   private readonly countStmt;
   private readonly pruneStmt;
+  private readonly automaticDenyEntriesStmt;
 
   constructor(db: Db) {
     const columns = `l.name, l.kind, l.type, l.description, l.automatic, l.created_at, l.updated_at,
@@ -103,6 +104,17 @@ export class ListRepository {
     this.rangesStmt = db.prepare<[string, string, string], { value: string }>(
       "SELECT value FROM list_entries WHERE account_id = ? AND environment = ? AND list_name = ? AND value LIKE '%/%'",
     );
+    this.automaticDenyEntriesStmt = db.prepare<[string], { accountId: string; environment: Tenant["environment"]; list: string; value: string }>(
+      `SELECT e.account_id AS accountId, e.environment AS environment, e.list_name AS list, e.value AS value
+         FROM list_entries e
+         JOIN lists l ON l.account_id = e.account_id AND l.environment = e.environment AND l.name = e.list_name
+        WHERE l.automatic = 1 AND l.kind = ? AND l.type = 'deny'`,
+    );
+  }
+
+  /** Every entry of every tenant's automatic deny lists of a kind (for a one-time repair, not for requests). */
+  automaticDenyEntries(kind: ListKind): Array<{ tenant: Tenant; list: string; value: string }> {
+    return this.automaticDenyEntriesStmt.all(kind).map(({ accountId, environment, list, value }) => ({ tenant: { accountId, environment }, list, value }));
   }
 
   list(tenant: Tenant, now: number): StoredList[] {
