@@ -2,23 +2,13 @@ import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConnectError } from "@connectrpc/connect";
 import { describeError } from "../src/api/errors.js";
-import { AuditLog } from "../src/audit/log.js";
 import { AuditSigner } from "../src/audit/signer.js";
 import { verifyChain } from "../src/audit/verify.js";
 import { validateWeights } from "../src/engine/index.js";
-import { FeedbackProcessor, WEIGHT_UPDATE_ATTEMPTS } from "../src/feedback/processor.js";
-import { systemClock } from "../src/clock.js";
-import { EventPublisher } from "../src/events/publisher.js";
-import { silentLogger } from "../src/log.js";
-import { Outbox } from "../src/outbox/outbox.js";
+import { WEIGHT_UPDATE_ATTEMPTS } from "../src/feedback/processor.js";
 import { SqliteAuditStore } from "../src/store/audit.js";
-import { ConsortiumRepository } from "../src/store/consortium.js";
-import { DecisionRepository } from "../src/store/decisions.js";
-import { FeedbackRepository } from "../src/store/feedback.js";
-import { GraphRepository } from "../src/store/graph.js";
-import { HistoryRepository } from "../src/store/history.js";
-import { ListRepository } from "../src/store/lists.js";
 import { WeightsRepository } from "../src/store/weights.js";
+import { feedbackProcessorOn } from "./helpers/feedback-processor.js";
 import { HUMAN_DESKTOP } from "./helpers/inputs.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
 
@@ -119,26 +109,7 @@ describe("weights under concurrent feedback from several processes", () => {
         return false;
       },
     });
-    const outbox = new Outbox(db, systemClock, silentLogger);
-    const auditStore = new SqliteAuditStore(db);
-    const auditSigner = AuditSigner.loadOrCreate(server.dataDir);
-    const processor = new FeedbackProcessor({
-      db,
-      clock: systemClock,
-      decisions: new DecisionRepository(db),
-      feedback: new FeedbackRepository(db),
-      weights: racing,
-      graph: new GraphRepository(db),
-      history: new HistoryRepository(db),
-      lists: new ListRepository(db),
-      consortium: new ConsortiumRepository(db),
-      outbox,
-      events: new EventPublisher(outbox, systemClock),
-      audit: new AuditLog(auditStore, auditSigner, systemClock),
-      auditEntries: auditStore,
-      auditPublicKey: auditSigner.publicKey,
-      listsChanged: () => {},
-    });
+    const processor = feedbackProcessorOn(db, server.dataDir, racing);
     let failure: unknown;
     try {
       processor.submit({ accountId: account.account.id, environment: "live" }, "cli", { decisionId: decisionId ?? "", evidenceId: "", userId: "", actualOutcome: "fraud", confidence: 1, notes: "" });
