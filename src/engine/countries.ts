@@ -64,25 +64,38 @@ export function distanceKm(from: CountryInfo, to: CountryInfo): number {
 }
 
 // Creating an Intl.DateTimeFormat costs tens of microseconds, so formatters are
-// kept per zone name. Valid zone names are a closed set of a few hundred; the
-// invalid-name cache is capped because clients can send anything.
+// kept, one per zone: keyed by the zone's canonical name, a closed set of a few
+// hundred. Clients can spell a zone in endless ways (Intl accepts any case, and
+// aliases), so what each spelling resolves to, or that it is invalid, is kept in
+// a map that starts over when full: a client inventing spellings costs a
+// formatter's construction per call, never memory.
 const formatters = new Map<string, Intl.DateTimeFormat>();
-const invalidZones = new Set<string>();
-const INVALID_ZONE_CACHE_LIMIT = 1000;
+const SPELLING_CACHE_LIMIT = 2000;
+const canonicalBySpelling = new Map<string, string | null>();
 
-function formatterFor(timeZone: string): Intl.DateTimeFormat | null {
-  const cached = formatters.get(timeZone);
-  if (cached !== undefined) return cached;
-  if (invalidZones.has(timeZone)) return null;
-  try {
-    const formatter = new Intl.DateTimeFormat("en-US", { timeZone, timeZoneName: "longOffset" });
-    formatters.set(timeZone, formatter);
-    return formatter;
-  } catch {
-    if (invalidZones.size >= INVALID_ZONE_CACHE_LIMIT) invalidZones.clear();
-    invalidZones.add(timeZone);
-    return null;
+/** The canonical name of `timeZone` with its formatter; null for an unknown zone. */
+function zoneFor(timeZone: string): { name: string; formatter: Intl.DateTimeFormat } | null {
+  let name = canonicalBySpelling.get(timeZone);
+  if (name === undefined) {
+    name = null;
+    try {
+      const formatter = new Intl.DateTimeFormat("en-US", { timeZone, timeZoneName: "longOffset" });
+      name = formatter.resolvedOptions().timeZone;
+      if (!formatters.has(name)) formatters.set(name, formatter);
+    } catch {
+      // not a zone Intl knows
+    }
+    if (canonicalBySpelling.size >= SPELLING_CACHE_LIMIT) canonicalBySpelling.clear();
+    canonicalBySpelling.set(timeZone, name);
   }
+  if (name === null) return null;
+  const formatter = formatters.get(name);
+  return formatter === undefined ? null : { name, formatter };
+}
+
+/** How many zones have a formatter, and how many spellings are remembered; for tests of the caches' bounds. */
+export function timeZoneCacheSizes(): { formatters: number; spellings: number; offsets: number } {
+  return { formatters: formatters.size, spellings: canonicalBySpelling.size, offsets: offsetCache.size };
 }
 
 // Offsets only change at DST transitions, which fall on quarter-hour UTC
@@ -93,17 +106,17 @@ const offsetCache = new Map<string, { quarter: number; offsetMinutes: number }>(
 /** UTC offset of an IANA time zone at `atMs`, in minutes east of UTC; null for an unknown zone. */
 export function timeZoneOffsetMinutes(timeZone: string, atMs: number): number | null {
   if (timeZone === "") return null;
+  const zone = zoneFor(timeZone);
+  if (zone === null) return null;
   const quarter = Math.floor(atMs / QUARTER_HOUR_MS);
-  const cached = offsetCache.get(timeZone);
+  const cached = offsetCache.get(zone.name);
   if (cached !== undefined && cached.quarter === quarter) return cached.offsetMinutes;
-  const formatter = formatterFor(timeZone);
-  if (formatter === null) return null;
-  const name = formatter.formatToParts(atMs).find((part) => part.type === "timeZoneName")?.value ?? "";
+  const name = zone.formatter.formatToParts(atMs).find((part) => part.type === "timeZoneName")?.value ?? "";
   const match = /^GMT(?:([+-])(\d{1,2}):?(\d{2})?)?$/.exec(name);
   if (match === null) return null;
   const magnitude = match[1] === undefined ? 0 : Number(match[2]) * 60 + Number(match[3] ?? 0);
   const offsetMinutes = match[1] === "-" ? -magnitude : magnitude;
-  // Only zones that have a formatter get here, so the cache stays as small as the zone list.
-  offsetCache.set(timeZone, { quarter, offsetMinutes });
+  // Keyed by canonical name, so the cache stays as small as the zone list.
+  offsetCache.set(zone.name, { quarter, offsetMinutes });
   return offsetMinutes;
 }

@@ -9,6 +9,7 @@ import {
 } from "../../src/engine/index.js";
 import type { EngineInput, FastSignals } from "../../src/engine/index.js";
 import { canonicalJson } from "../../src/canonical-json.js";
+import { timeZoneCacheSizes } from "../../src/engine/countries.js";
 import { cleanDesktopLogin, cleanIphoneLogin, knownUserSnapshot, NOW_MS, USER_AGENTS } from "./fixtures.js";
 
 let data: ReferenceData;
@@ -142,6 +143,25 @@ describe("device", () => {
     // New York vs a US IP: inside the country's range.
     expect(fast({ ip: "8.8.8.8", device: { ...device, timezone: "America/New_York" } }).device.timezoneGapMinutes).toBe(0);
     expect(fast({ device: { ...device, timezone: "Not/AZone" } }).device.timezoneOffsetMinutes).toBeNull();
+  });
+
+  it("keeps one formatter per zone however a client spells it", () => {
+    const before = timeZoneCacheSizes();
+    // Intl takes any case of a zone name, and aliases: 600 spellings of one zone.
+    const spellings = Array.from({ length: 600 }, (_, i) =>
+      [..."America/Argentina/ComodRivadavia"].map((c, j) => ((i >> j % 10) & 1 ? c.toUpperCase() : c.toLowerCase())).join("")
+    );
+    expect(new Set(spellings).size).toBe(600);
+    for (const timezone of spellings) {
+      expect(fast({ ip: "8.8.8.8", device: { ...device, timezone } }).device.timezoneOffsetMinutes).toBe(-180);
+    }
+    const after = timeZoneCacheSizes();
+    expect(after.formatters - before.formatters).toBeLessThanOrEqual(1);
+    expect(after.offsets - before.offsets).toBeLessThanOrEqual(1);
+    // Spellings are remembered up to a bound, then forgotten all at once.
+    for (let i = 0; i < 2500; i++) fast({ device: { ...device, timezone: `Not/AZone${i}` } });
+    expect(timeZoneCacheSizes().spellings).toBeLessThanOrEqual(2000);
+    expect(timeZoneCacheSizes().formatters).toBe(after.formatters);
   });
 
   it("catches a platform that contradicts the user agent", () => {
