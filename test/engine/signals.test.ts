@@ -77,6 +77,7 @@ describe("user agent", () => {
     [USER_AGENTS.curl, "curl"],
     [USER_AGENTS.pythonRequests, "python-requests"],
     [USER_AGENTS.goHttpClient, "go-http-client"],
+    ["node", "node"],
   ])("names the automation tool in %s", (userAgent, tool) => {
     expect(fast({ userAgent }).userAgent).toMatchObject({ automationTool: tool, automation: true, crawler: false });
   });

@@ -28,6 +28,8 @@ const AUTOMATION_TOOL_PATTERNS: readonly (readonly [string, RegExp])[] = [
   ["java", /^java\//i],
   ["apache-httpclient", /apache-httpclient/i],
   ["node-fetch", /node-fetch/i],
+  // Node's built-in fetch (undici inside) sends just "node".
+  ["node", /^node$/i],
   ["axios", /^axios\//i],
   ["undici", /undici/i],
   ["libwww-perl", /libwww-perl/i],
