@@ -16,8 +16,19 @@ describe("client IP resolution", () => {
     expect(resolver.resolve("2001:db8::1", ["2a00:1450::1"])).toBe("2a00:1450::1");
     // An untrusted peer's header is ignored.
     expect(resolver.resolve("81.2.69.160", "10.0.0.1")).toBe("81.2.69.160");
-    // Garbage hops are skipped.
+    // What lies beyond the first untrusted hop is never read, garbage or not.
     expect(resolver.resolve("10.1.2.3", "not-an-ip, 81.2.69.161")).toBe("81.2.69.161");
+  });
+
+  it("reads hops that carry a port, and stops at a hop that is no address", () => {
+    const resolver = new ClientIpResolver(["10.0.0.0/8", "2001:db8::1"]);
+    expect(resolver.resolve("10.1.2.3", "8.8.8.8, 81.2.69.160:4711")).toBe("81.2.69.160");
+    expect(resolver.resolve("10.1.2.3", "8.8.8.8, [2a00:1450::1]:443")).toBe("2a00:1450::1");
+    expect(resolver.resolve("10.1.2.3", "[2a00:1450::1]")).toBe("2a00:1450::1");
+    // The proxy could not tell who its client was: the address before it, written by that client, is not
+    // believed; the proxy itself is the nearest address anyone vouches for.
+    expect(resolver.resolve("10.1.2.3", "8.8.8.8, unknown")).toBe("10.1.2.3");
+    expect(resolver.resolve("10.1.2.3", "8.8.8.8, unknown, 10.9.9.9")).toBe("10.9.9.9");
   });
 
   it("refuses a malformed trusted proxy setting at start", () => {

@@ -58,22 +58,36 @@ export class ClientIpResolver {
   resolve(remoteAddress: string | undefined, forwardedFor: string | string[] | undefined): string {
     const peer = normalize(remoteAddress ?? "");
     if (!this.hasTrusted || !this.isTrusted(peer) || forwardedFor === undefined) return peer;
-    const hops = (Array.isArray(forwardedFor) ? forwardedFor.join(",") : forwardedFor)
-      .split(",")
-      .map((hop) => normalize(hop.trim()))
-      .filter((hop) => isIP(hop) !== 0);
-    // Walk from the nearest hop back; the first untrusted address is the client.
+    const hops = (Array.isArray(forwardedFor) ? forwardedFor.join(",") : forwardedFor).split(",");
+    // Walk from the nearest hop back; the first untrusted address is the client. A hop that is no address
+    // ("unknown", a proxy's obfuscated name) ends the walk: what lies beyond it was written by someone the
+    // trusted proxies did not vouch for, so the client is taken to be the last trusted hop seen.
+    let nearest = peer;
     for (let i = hops.length - 1; i >= 0; i--) {
-      const hop = hops[i] as string;
-      if (!this.isTrusted(hop)) return hop;
+      const hop = hopAddress(hops[i] as string);
+      if (hop === null || !this.isTrusted(hop)) return hop ?? nearest;
+      nearest = hop;
     }
-    return hops[0] ?? peer;
+    return nearest;
   }
 
   private isTrusted(address: string): boolean {
     const family = isIP(address);
     return family !== 0 && this.trusted.check(address, family === 4 ? "ipv4" : "ipv6");
   }
+}
+
+/**
+ * The address of one X-Forwarded-For hop, or null when it is none. Some proxies add the client's port:
+ * "1.2.3.4:5678", "[2001:db8::1]:443".
+ */
+function hopAddress(hop: string): string | null {
+  let text = hop.trim();
+  const bracketed = /^\[([^\]]+)\](?::\d{1,5})?$/.exec(text);
+  if (bracketed !== null) text = bracketed[1] as string;
+  else if (/^[\d.]+:\d{1,5}$/.test(text)) text = text.slice(0, text.lastIndexOf(":"));
+  const address = normalize(text);
+  return isIP(address) === 0 ? null : address;
 }
 
 /** "::ffff:1.2.3.4" (IPv4 on a dual-stack socket) is reported as "1.2.3.4". */
