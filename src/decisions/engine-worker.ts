@@ -2,15 +2,7 @@
 // reference data and a read-only connection to the store, and turns each task
 // of a batch into signals and a score. Nothing here decides policy or writes state.
 import { workerData } from "node:worker_threads";
-import {
-  ReferenceData,
-  computeFastSignals,
-  computeStoreSignals,
-  mergeSignals,
-  paymentOf,
-  scoreSignals,
-  type SharedReferenceData,
-} from "../engine/index.js";
+import { ReferenceData, computeStoreSignals, mergeSignals, paymentOf, scoreSignals, type SharedReferenceData } from "../engine/index.js";
 import { nameThread } from "../observability/thread-name.cjs";
 import { openDatabase } from "../store/database.js";
 import { ConsortiumRepository } from "../store/consortium.js";
@@ -19,6 +11,7 @@ import { HistoryRepository } from "../store/history.js";
 import { entityKeysByKind, graphKeysOf } from "../graph/entities.js";
 import { runBacktest, type BacktestOutcome, type BacktestTask } from "./backtest.js";
 import type { EngineOutcome, EngineTask } from "./engine-types.js";
+import { FastPath } from "./fast-path.js";
 
 export interface EngineWorkerData {
   reference: SharedReferenceData;
@@ -32,15 +25,12 @@ export interface EngineWorkerData {
 const config = workerData as EngineWorkerData;
 nameThread(`fraud-${config.role}`);
 const reference = ReferenceData.fromShared(config.reference);
+const fastPath = new FastPath(reference);
 const db = openDatabase(config.dataDir, { readonly: true });
 const history = new HistoryRepository(db);
 const graph = new GraphRepository(db);
 const consortium = new ConsortiumRepository(db);
 const sleeper = new Int32Array(new SharedArrayBuffer(4));
-
-/** The Tor and datacenter lists can change while the service runs; look at most once a second. */
-const RELOAD_CHECK_MS = 1_000;
-let lastReloadCheck = 0;
 
 /** The evaluations of one batch (engine.ts), in order. */
 export function evaluateBatch(tasks: readonly EngineTask[]): EngineOutcome[] {
@@ -48,34 +38,22 @@ export function evaluateBatch(tasks: readonly EngineTask[]): EngineOutcome[] {
 }
 
 function evaluate(task: EngineTask): EngineOutcome {
+  if (task.mode === "fast") return fastPath.outcome(task);
   const started = performance.now();
-  if (started - lastReloadCheck > RELOAD_CHECK_MS) {
-    lastReloadCheck = started;
-    reference.reloadIfChanged();
-  }
-  const fast = computeFastSignals(task.input, reference, task.nowMs);
+  const fast = fastPath.signals(task);
   const fastDone = performance.now();
-  let store = null;
-  if (task.mode === "full") {
-    if (config.storeLatencyMs > 0) Atomics.wait(sleeper, 0, 0, config.storeLatencyMs);
-    const keys = entityKeysByKind(task.entities);
-    const snapshot = {
-      ...history.snapshot(task.tenant, task.entities, keys, task.nowMs, paymentOf(task.input)?.currency),
-      graph: graph.lookup(task.tenant, graphKeysOf(keys)),
-      // Null (signal unavailable) when the account is not a consortium member.
-      consortium: consortium.lookup(task.tenant, task.entities) ?? null,
-    };
-    store = computeStoreSignals(task.input, snapshot, fast, task.nowMs);
-  }
+  if (config.storeLatencyMs > 0) Atomics.wait(sleeper, 0, 0, config.storeLatencyMs);
+  const keys = entityKeysByKind(task.entities);
+  const snapshot = {
+    ...history.snapshot(task.tenant, task.entities, keys, task.nowMs, paymentOf(task.input)?.currency),
+    graph: graph.lookup(task.tenant, graphKeysOf(keys)),
+    // Null (signal unavailable) when the account is not a consortium member.
+    consortium: consortium.lookup(task.tenant, task.entities) ?? null,
+  };
+  const store = computeStoreSignals(task.input, snapshot, fast, task.nowMs);
   const signals = mergeSignals(fast, store, { denylisted: task.denylisted });
   const result = scoreSignals(signals, task.weights);
-  const done = performance.now();
-  return {
-    signals,
-    result,
-    fastPathMs: fastDone - started,
-    comprehensivePathMs: task.mode === "full" ? done - fastDone : 0,
-  };
+  return { signals, result, fastPathMs: fastDone - started, comprehensivePathMs: performance.now() - fastDone };
 }
 
 /** Replays a policy over stored decisions (policy backtests); see backtest.ts. */

@@ -1,9 +1,10 @@
 import { Piscina } from "piscina";
 import { AtCapacityError } from "../api/errors.js";
-import { DEFAULT_WEIGHTS, type ReferenceDataOptions } from "../engine/index.js";
+import { DEFAULT_WEIGHTS, ReferenceData, type ReferenceDataOptions } from "../engine/index.js";
 import type { BacktestOutcome, BacktestTask } from "./backtest.js";
 import type { EngineOutcome, EngineTask } from "./engine-types.js";
 import type { EngineWorkerData } from "./engine-worker.js";
+import { FastPath } from "./fast-path.js";
 import type { Logger } from "../log.js";
 import { loadSharedReference } from "./reference-loader.js";
 
@@ -11,7 +12,10 @@ export interface DecisionEngineOptions {
   dataDir: string;
   reference: ReferenceDataOptions;
   threads: number;
-  /** How long decide waits for the comprehensive path before answering from the fast path. */
+  /**
+   * How long decide waits for the comprehensive path before answering from the fast path, and analyze for
+   * the pool's fast path before computing it on the request thread.
+   */
   comprehensiveBudgetMs: number;
   /** Decides and analyzes waiting for or in the pool before more are refused with AtCapacityError (503). */
   queueLimit: number;
@@ -42,6 +46,12 @@ interface Pools {
   engine: EngineBatches;
   /** Backtests replay thousands of decisions: a thread of their own, so decides never queue behind one. */
   backtests: Piscina<BacktestTask, BacktestOutcome>;
+  /**
+   * The fast path on the request thread, over the same shared tables: the answer when the pool is late. A
+   * late pool is a busy one (a batch's store reads, a backlog), and an evaluation asked of it again would
+   * wait behind the same work; here it costs tens of microseconds of the request thread, and only then.
+   */
+  here: FastPath;
 }
 
 export class DecisionEngine {
@@ -81,6 +91,7 @@ export class DecisionEngine {
       return {
         engine: this.batches,
         backtests: new Piscina({ filename, minThreads: 0, maxThreads: 1, idleTimeout: 60_000, maxQueue: BACKTEST_QUEUE_LIMIT + 1, workerData: { ...workerData, role: "backtest" } satisfies EngineWorkerData }),
+        here: new FastPath(ReferenceData.fromShared(reference)),
       };
     });
     // A failure surfaces to the callers that await the pools; it must not also crash the process unobserved.
@@ -107,20 +118,12 @@ export class DecisionEngine {
 
   /** Full evaluation within the budget, else the fast path's answer (part of issue 3's dual path). */
   async decide(task: Omit<EngineTask, "mode">): Promise<DualPathOutcome> {
-    const pool = (await this.pools).engine;
-    const full = pool.run({ ...task, mode: "full" });
-    let timer: NodeJS.Timeout | undefined;
-    const missed = new Promise<"missed">((resolve) => {
-      timer = setTimeout(() => resolve("missed"), this.options.comprehensiveBudgetMs);
-    });
+    const pools = await this.pools;
+    const full = pools.engine.run({ ...task, mode: "full" });
     // A full queue refuses the decide (503); any other failure of the comprehensive path falls back to the fast one.
-    const first = await Promise.race([full.catch((error: unknown) => (error instanceof AtCapacityError ? Promise.reject(error) : ("failed" as const))), missed]);
-    clearTimeout(timer);
-    if (first !== "missed" && first !== "failed") return { outcome: first, comprehensiveInTime: true };
-    // While the comprehensive evaluation still runs, the decide holds its place with it; one that failed has
-    // given its place back, and the fallback asks for one as any evaluation does.
-    const outcome = await pool.run({ ...task, mode: "fast" }, { admitted: first === "missed" });
-    return { outcome, comprehensiveInTime: false, late: full.catch(() => undefined) };
+    const first = await this.withinBudget(full.catch((error: unknown) => (error instanceof AtCapacityError ? Promise.reject(error) : ("failed" as const))));
+    if (first !== "late" && first !== "failed") return { outcome: first, comprehensiveInTime: true };
+    return { outcome: pools.here.outcome({ ...task, mode: "fast" }), comprehensiveInTime: false, late: full.catch(() => undefined) };
   }
 
   /**
@@ -141,9 +144,28 @@ export class DecisionEngine {
     await pool.warmUp(task);
   }
 
-  /** The fast path alone (analyze). */
+  /** The fast path alone (analyze): from the pool, or computed here when the pool has not answered within the budget. */
   async fast(task: Omit<EngineTask, "mode">): Promise<EngineOutcome> {
-    return (await this.pools).engine.run({ ...task, mode: "fast" });
+    const pools = await this.pools;
+    const evaluation = pools.engine.run({ ...task, mode: "fast" });
+    const first = await this.withinBudget(evaluation);
+    if (first !== "late") return first;
+    // The pool's outcome, the same as this one, is dropped when it comes; a failure then has no one to tell.
+    evaluation.catch(() => undefined);
+    return pools.here.outcome({ ...task, mode: "fast" });
+  }
+
+  /** What `evaluation` settles to if it does within the budget (measured from now, so queueing counts), else "late". */
+  private async withinBudget<T>(evaluation: Promise<T>): Promise<T | "late"> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<"late">((resolve) => {
+      timer = setTimeout(resolve, this.options.comprehensiveBudgetMs, "late");
+    });
+    try {
+      return await Promise.race([evaluation, late]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Decides and analyzes waiting for or in the pool now (the metric of the queue FRAUD_ENGINE_QUEUE_LIMIT bounds). */
@@ -182,19 +204,13 @@ class EngineBatches {
     private readonly pool: Piscina<EngineTask[], EngineOutcome[]>,
   ) {}
 
-  /**
-   * `admitted`: the fast fallback of a decide already in the queue with its comprehensive evaluation. The limit
-   * must not refuse it halfway, and it takes no place of its own: the decide holds one.
-   */
-  run(task: EngineTask, { admitted = false } = {}): Promise<EngineOutcome> {
+  run(task: EngineTask): Promise<EngineOutcome> {
     // Bounded: under overload, fail fast instead of queueing without limit.
-    if (!admitted && this.unanswered >= this.queueLimit) return Promise.reject(new AtCapacityError("the engine's queue is full"));
-    const evaluation = new Promise<EngineOutcome>((resolve, reject) => {
-      if (this.waiting.push({ task, resolve, reject }) === 1) setImmediate(() => this.flush());
-    });
-    if (admitted) return evaluation;
+    if (this.unanswered >= this.queueLimit) return Promise.reject(new AtCapacityError("the engine's queue is full"));
     this.unanswered++;
-    return evaluation.finally(() => this.unanswered--);
+    return new Promise<EngineOutcome>((resolve, reject) => {
+      if (this.waiting.push({ task, resolve, reject }) === 1) setImmediate(() => this.flush());
+    }).finally(() => this.unanswered--);
   }
 
   /** One evaluation on every thread. */
@@ -209,8 +225,9 @@ class EngineBatches {
   private flush(): void {
     const waiting = this.waiting;
     this.waiting = [];
-    // A batch answers when its last evaluation is done: fast ones (analyze, a decide past its budget) do not
-    // wait behind the store reads of comprehensive ones.
+    // A batch answers when its last evaluation is done: fast ones (analyze) are not held back by the store
+    // reads of comprehensive ones in the same batch. (A thread still runs one batch at a time: a fast batch
+    // can wait behind a comprehensive one, and the budget above bounds that wait.)
     this.send(waiting.filter((w) => w.task.mode === "fast"));
     this.send(waiting.filter((w) => w.task.mode === "full"));
   }

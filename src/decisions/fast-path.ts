@@ -1,0 +1,32 @@
+// The fast path of one evaluation: in-memory signals and their score. The engine threads run it for every
+// evaluation; the request thread runs it too, as the answer of last resort when the pool is late (engine.ts),
+// over the same shared reference tables. Both therefore compute exactly the same outcome.
+import { computeFastSignals, mergeSignals, scoreSignals, type FastSignals, type ReferenceData } from "../engine/index.js";
+import type { EngineOutcome, EngineTask } from "./engine-types.js";
+
+/** The Tor and datacenter lists can change while the service runs; look at most once a second. */
+const RELOAD_CHECK_MS = 1_000;
+
+export class FastPath {
+  private lastReloadCheck = Number.NEGATIVE_INFINITY;
+
+  constructor(private readonly reference: ReferenceData) {}
+
+  /** The in-memory signals of `task`, from list files reread when they changed. */
+  signals(task: EngineTask): FastSignals {
+    const now = performance.now();
+    if (now - this.lastReloadCheck > RELOAD_CHECK_MS) {
+      this.lastReloadCheck = now;
+      this.reference.reloadIfChanged();
+    }
+    return computeFastSignals(task.input, this.reference, task.nowMs);
+  }
+
+  /** The fast path's whole outcome: its signals scored, the store categories marked unavailable. */
+  outcome(task: EngineTask): EngineOutcome {
+    const started = performance.now();
+    const signals = mergeSignals(this.signals(task), null, { denylisted: task.denylisted });
+    const result = scoreSignals(signals, task.weights);
+    return { signals, result, fastPathMs: performance.now() - started, comprehensivePathMs: 0 };
+  }
+}
