@@ -95,7 +95,7 @@ const policy = definitionOf({
   createdAt: now,
 });
 const started = performance.now();
-const outcome = await engine.backtest({ tenant, candidate: policy, fromMs: 0, toMs: now + 1, maxDecisions: total, maxExamples: 5, nowMs: now });
+const outcome = await engine.backtest({ tenant, candidate: policy, fromMs: 0, toMs: now + 1, maxDecisions: total, maxExamples: 5, nowMs: now, timeLimitMs: Number.POSITIVE_INFINITY });
 const wallMs = performance.now() - started;
 console.log(
   `backtest over ${outcome.evaluated.toLocaleString("en-US")} decisions: ${(wallMs / 1000).toFixed(2)} s wall (${outcome.durationMs.toFixed(0)} ms in the worker), ` +

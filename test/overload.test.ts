@@ -111,15 +111,32 @@ describe("a full engine queue", () => {
 });
 
 describe("a full backtest queue", () => {
+  const draft = { name: "draft", rules: [{ condition: "score >= 10", action: "deny" }] };
+
   it("refuses the backtest past one running and 16 waiting with 503", async () => {
     // Each backtest holds the thread for 300 ms: the 18 sent together all arrive before the first is done.
     const backtests = await startTestServer({ storeLatencyMs: 300 });
-    const target = { url: backtests.url, key: backtests.createAccount("Tuner").keys.test.secret };
-    const draft = { name: "draft", rules: [{ condition: "score >= 10", action: "deny" }] };
-    const answers = await Promise.all(Array.from({ length: 18 }, () => post("/api/v1/policies/backtest", draft, target))).finally(() => backtests.close());
+    // Two from each of nine accounts: each account within its own share of the queue.
+    const targets = Array.from({ length: 9 }, (_, i) => ({ url: backtests.url, key: backtests.createAccount(`Tuner ${i}`).keys.test.secret }));
+    const answers = await Promise.all(targets.flatMap((target) => [target, target]).map((target) => post("/api/v1/policies/backtest", draft, target))).finally(() => backtests.close());
     expect(answers.filter((a) => a.status === 200)).toHaveLength(17);
     const refused = answers.filter((a) => a.status !== 200);
     expect(refused).toHaveLength(1);
     expect(refused[0]).toMatchObject({ status: 503, retryAfter: "1", body: { error: { code: "SERVICE_UNAVAILABLE", message: expect.stringMatching(/backtest queue is full/) } } });
+  });
+
+  it("holds an account to two backtests running or waiting, so one account cannot fill the queue for all", async () => {
+    const backtests = await startTestServer({ storeLatencyMs: 300 });
+    try {
+      const busy = { url: backtests.url, key: backtests.createAccount("Busy").keys.test.secret };
+      const other = { url: backtests.url, key: backtests.createAccount("Other").keys.test.secret };
+      const answers = await Promise.all([busy, busy, busy, other].map((target) => post("/api/v1/policies/backtest", draft, target)));
+      expect(answers.map((a) => a.status)).toEqual([200, 200, 503, 200]);
+      expect(answers[2]).toMatchObject({ retryAfter: "5", body: { error: { code: "SERVICE_UNAVAILABLE", message: expect.stringMatching(/already has 2 backtests running or waiting/) } } });
+      // Once they are done, the account may backtest again.
+      expect((await post("/api/v1/policies/backtest", draft, busy)).status).toBe(200);
+    } finally {
+      await backtests.close();
+    }
   });
 });

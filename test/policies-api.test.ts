@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { WebhookEvent } from "../src/webhooks/events.js";
 import { ManualClock } from "./helpers/clock.js";
 import { HUMAN_DESKTOP, UK_IP, botAttack } from "./helpers/inputs.js";
+import { runBacktest } from "../src/decisions/backtest.js";
 import { MAX_POLICIES } from "../src/services/policies.js";
 import { MAX_LIST_ENTRIES, MAX_LISTS } from "../src/policies/index.js";
 import { startTestServer, tempDir, type TestServer } from "./helpers/server.js";
@@ -12,6 +13,7 @@ const TOR_EXIT = "185.220.101.45";
 const clock = new ManualClock();
 let server: TestServer;
 let key: string;
+let acmeId: string;
 /** The same account's test environment: its own policies. */
 let testKey: string;
 let otherKey: string;
@@ -29,6 +31,7 @@ beforeAll(async () => {
     events.push(event);
   } });
   const acme = server.createAccount("Acme");
+  acmeId = acme.account.id;
   key = acme.keys.live.secret;
   testKey = acme.keys.test.secret;
   otherKey = server.createAccount("Globex").keys.live.secret;
@@ -254,6 +257,23 @@ describe("policies acting on decisions", () => {
     for (let i = 0; i < 3; i++) expect((await decide({ userId: `after_${i}`, action: "login", ip: TOR_EXIT, ...HUMAN_DESKTOP })).decision).toBe("allow");
     const agree = await call<{ data: { evaluated: number; changed: number } }>("POST", `/api/v1/policies/${torPolicy.id}/backtest`, { window: { from: new Date(since).toISOString(), to: new Date(clock.now() + 1).toISOString() } });
     expect(agree.body.data).toMatchObject({ evaluated: 3, changed: 0 });
+  });
+
+  it("stops a backtest at its time limit and says how far it got", () => {
+    const task = {
+      tenant: { accountId: acmeId, environment: "live" as const },
+      candidate: { id: "pol_draft", version: 1, status: "active", priority: 1000, actions: [], rules: [{ condition: "score >= 10", action: "deny" }] },
+      fromMs: 0,
+      toMs: clock.now() + 1000,
+      maxDecisions: 100_000,
+      maxExamples: 5,
+      nowMs: clock.now(),
+    };
+    const whole = runBacktest(server.app.db, { ...task, timeLimitMs: 60_000 });
+    expect(whole.evaluated).toBeGreaterThan(0);
+    expect(whole.timeLimitReached).toBe(false);
+    const cut = runBacktest(server.app.db, { ...task, timeLimitMs: -1 });
+    expect(cut).toMatchObject({ evaluated: 0, changed: 0, timeLimitReached: true });
   });
 
   it("backtests a draft without saving it, and validates the window", async () => {

@@ -16,6 +16,8 @@ export interface BacktestTask {
   maxDecisions: number;
   maxExamples: number;
   nowMs: number;
+  /** Wall time the replay may take; it stops there and says so. */
+  timeLimitMs: number;
 }
 
 export interface BacktestOutcome {
@@ -28,6 +30,8 @@ export interface BacktestOutcome {
   durationMs: number;
   /** Stored policies left out because they no longer compile (as PolicySets reports them, without the tenant asked about). */
   skippedPolicies: Array<Omit<SkippedPolicy, "tenant">>;
+  /** The replay stopped at the time limit: the counts cover the newest `evaluated` decisions of the window. */
+  timeLimitReached: boolean;
 }
 
 interface ReplayRow {
@@ -46,7 +50,7 @@ interface ReplayRow {
  */
 export function runBacktest(db: Db, task: BacktestTask): BacktestOutcome {
   const started = performance.now();
-  const outcome: BacktestOutcome = { evaluated: 0, changed: 0, matched: 0, errors: 0, transitions: [], examples: [], durationMs: 0, skippedPolicies: [] };
+  const outcome: BacktestOutcome = { evaluated: 0, changed: 0, matched: 0, errors: 0, transitions: [], examples: [], durationMs: 0, skippedPolicies: [], timeLimitReached: false };
   const sets = new PolicySets(new PolicyRepository(db), new ListRepository(db), ({ policyId, name, version, errors }) =>
     outcome.skippedPolicies.push({ policyId, name, version, errors }),
   );
@@ -62,6 +66,11 @@ export function runBacktest(db: Db, task: BacktestTask): BacktestOutcome {
   const transitions = new Map<string, number>();
   const examplesPerKind = new Map<string, number>();
   for (const row of rows) {
+    // The thread is shared by every account's backtests: none holds it past its limit.
+    if (performance.now() - started > task.timeLimitMs) {
+      outcome.timeLimitReached = true;
+      break;
+    }
     const evidence = JSON.parse(row.content) as { request: StoredRequest; signals: Signals };
     const request = evidence.request;
     const evaluation = sets.replay(policies, {

@@ -26,6 +26,8 @@ export interface DecisionEngineOptions {
 
 /** Backtests waiting for their thread before more are refused; each can take seconds. */
 const BACKTEST_QUEUE_LIMIT = 16;
+/** Backtests one account and environment may have running or waiting: the queue is shared by all. */
+const BACKTESTS_PER_TENANT = 2;
 
 /** A decide evaluation: what to answer with, and the comprehensive outcome if it came late. */
 export interface DualPathOutcome {
@@ -59,6 +61,8 @@ export class DecisionEngine {
   private readonly pools: Promise<Pools>;
   /** Backtests not finished yet: the one running and those waiting for the thread. */
   private backtestsUnfinished = 0;
+  /** The same, per account and environment (keyed "account/environment"). */
+  private readonly backtestsPerTenant = new Map<string, number>();
   /** The evaluation batches, once the pools exist. */
   private batches: EngineBatches | undefined;
 
@@ -108,11 +112,20 @@ export class DecisionEngine {
     // Counted here rather than left to Piscina's maxQueue (one more, for the task that waits while the
     // thread starts), whose refusal is a plain Error.
     if (this.backtestsUnfinished > BACKTEST_QUEUE_LIMIT) throw new AtCapacityError("the backtest queue is full");
+    const tenant = `${task.tenant.accountId}/${task.tenant.environment}`;
+    const ofTenant = this.backtestsPerTenant.get(tenant) ?? 0;
+    if (ofTenant >= BACKTESTS_PER_TENANT) {
+      throw new AtCapacityError(`this account already has ${BACKTESTS_PER_TENANT} backtests running or waiting in this environment; retry when one has finished`, 5);
+    }
     this.backtestsUnfinished++;
+    this.backtestsPerTenant.set(tenant, ofTenant + 1);
     try {
       return await pools.backtests.run(task, { name: "backtest" });
     } finally {
       this.backtestsUnfinished--;
+      const left = (this.backtestsPerTenant.get(tenant) ?? 1) - 1;
+      if (left === 0) this.backtestsPerTenant.delete(tenant);
+      else this.backtestsPerTenant.set(tenant, left);
     }
   }
 

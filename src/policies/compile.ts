@@ -4,8 +4,9 @@
 // names an unknown variable or signal, or has the wrong type is refused here
 // with the rule index and position, never at decision time.
 
-import { CelScalar, celEnv, celFunc, celListConcat, celMethod, listType, mapType, parse, plan } from "@bufbuild/cel";
-import { CheckError, checkCondition, literalsToDouble, type CheckedCondition } from "./checker.js";
+import { CelScalar, celEnv, celFunc, celList, celMethod, listType, mapType, parse, plan, type CelList, type CelValue } from "@bufbuild/cel";
+import { CheckError, checkCondition, literalsToDouble, type CheckedCondition, type Expr } from "./checker.js";
+import { charge, chargeText, meteredEquals, meteredIn } from "./cost.js";
 import { rewriteKeywords } from "./keywords.js";
 import { compiledPattern } from "./patterns.js";
 import { POLICY_STATUSES, RULE_ACTIONS } from "./model.js";
@@ -27,13 +28,16 @@ export const MAX_BUILT_STRING = 4_096;
 /** The longest list a rule may build with `+`. */
 export const MAX_BUILT_LIST = 1_000;
 const LIST = listType(DYN);
+/** The function meterLoops() wraps loop conditions in. */
+const LOOP_STEP = "@loop_step";
 const MAP = mapType(DYN, DYN);
 
 /**
  * One environment for every program. The overrides keep numbers doubles
  * throughout (size() would otherwise return a CEL int that cannot be added
  * to a double) and make division by zero an error, as in CEL's integer
- * division, instead of an Infinity that would satisfy `> 3`.
+ * division, instead of an Infinity that would satisfy `> 3`. Every operation
+ * whose work grows with the data it is given counts that work (cost.ts).
  */
 const ENV = celEnv({
   funcs: [
@@ -41,20 +45,33 @@ const ENV = celEnv({
       if (divisor === 0) throw new Error("division by zero");
       return dividend / divisor;
     }),
+    celFunc("_==_", [DYN, DYN], BOOL, meteredEquals),
+    celFunc("_!=_", [DYN, DYN], BOOL, (left, right) => !meteredEquals(left, right)),
+    celFunc("@in", [DYN, LIST], BOOL, meteredIn),
     // Loops that build strings or lists could otherwise grow them without bound from a short condition
     // (three chained map()s each joining a hundred copies: gigabytes, and the process out of memory).
     celFunc("_+_", [STRING, STRING], STRING, (left, right) => {
       if (left.length + right.length > MAX_BUILT_STRING) throw new Error(`a string built by the rule would pass ${MAX_BUILT_STRING} characters`);
-      return left + right;
+      const joined = left + right;
+      chargeText(joined);
+      return joined;
     }),
+    // Copied into a flat list (16 items a step): CEL's own concatenation nests, and map() and filter() build
+    // their results one item at a time, so reading a list a loop built went through a generator per item
+    // added before it. A loop that builds an n-item list still copies about n²/2 items, and is charged for it.
     celFunc("_+_", [LIST, LIST], LIST, (left, right) => {
       if (left.size + right.size > MAX_BUILT_LIST) throw new Error(`a list built by the rule would pass ${MAX_BUILT_LIST} items`);
-      return celListConcat(left, right);
+      charge(1 + Math.floor((left.size + right.size) / 16));
+      return celList(joinLists(left, right));
     }),
-    celFunc("size", [STRING], DOUBLE, (text) => [...text].length),
+    celFunc("size", [STRING], DOUBLE, (text) => {
+      chargeText(text);
+      return [...text].length;
+    }),
     celFunc("size", [LIST], DOUBLE, (list) => list.size),
     celFunc("size", [MAP], DOUBLE, (map) => map.size),
     celMethod("size", STRING, [], DOUBLE, function () {
+      chargeText(this);
       return [...this].length;
     }),
     celMethod("size", LIST, [], DOUBLE, function () {
@@ -63,12 +80,95 @@ const ENV = celEnv({
     celMethod("size", MAP, [], DOUBLE, function () {
       return this.size;
     }),
-    // CEL's own matches() compiles its pattern on every call; rules run on every decision.
+    celMethod("contains", STRING, [STRING], BOOL, function (part) {
+      chargeText(this);
+      return this.includes(part);
+    }),
+    celMethod("startsWith", STRING, [STRING], BOOL, function (part) {
+      chargeText(part);
+      return this.startsWith(part);
+    }),
+    celMethod("endsWith", STRING, [STRING], BOOL, function (part) {
+      chargeText(part);
+      return this.endsWith(part);
+    }),
+    // CEL's own matches() compiles its pattern on every call; rules run on every decision. RE2's time is the
+    // text's length times the pattern's size (at most 100 instructions, checker.ts).
     celMethod("matches", STRING, [STRING], BOOL, function (pattern) {
-      return compiledPattern(pattern).test(this);
+      const compiled = compiledPattern(pattern);
+      charge(1 + Math.floor((this.length * compiled.re2Input.prog.numInst()) / 256));
+      return compiled.test(this);
+    }),
+    // Wrapped around every loop's condition by meterLoops(): an iteration costs its expression's nodes.
+    celFunc(LOOP_STEP, [BOOL, DOUBLE], BOOL, (condition, nodes) => {
+      charge(nodes);
+      return condition;
     }),
   ],
 });
+
+/** The items of two lists in one array; get() by index costs a tenth of spreading CEL's list iterators. */
+function joinLists(left: CelList, right: CelList): CelValue[] {
+  const items = new Array<CelValue>(left.size + right.size);
+  for (let i = 0; i < left.size; i++) items[i] = left.get(i) as CelValue;
+  for (let i = 0; i < right.size; i++) items[left.size + i] = right.get(i) as CelValue;
+  return items;
+}
+
+/**
+ * Wraps each loop's condition (all, exists, exists_one, map, filter) in a call that counts, at every
+ * iteration, the nodes of the expressions the iteration evaluates. The call's name cannot be written in a
+ * condition: the checker, which runs first, knows no such function.
+ */
+function meterLoops(expr: Expr): void {
+  let nextId = maxId(expr) + 1n;
+  const visit = (node: Expr): void => {
+    children(node).forEach(visit);
+    if (node.exprKind.case !== "comprehensionExpr") return;
+    const loop = node.exprKind.value;
+    if (loop.loopCondition === undefined || loop.loopStep === undefined) return;
+    const nodes: Expr = {
+      $typeName: "cel.expr.Expr",
+      id: nextId++,
+      exprKind: { case: "constExpr", value: { $typeName: "cel.expr.Constant", constantKind: { case: "doubleValue", value: 1 + countNodes(loop.loopCondition) + countNodes(loop.loopStep) } } },
+    };
+    loop.loopCondition = {
+      $typeName: "cel.expr.Expr",
+      id: nextId++,
+      exprKind: { case: "callExpr", value: { $typeName: "cel.expr.Expr.Call", function: LOOP_STEP, args: [loop.loopCondition, nodes] } },
+    };
+  };
+  visit(expr);
+}
+
+function children(node: Expr): Expr[] {
+  const kind = node.exprKind;
+  switch (kind.case) {
+    case "selectExpr":
+      return kind.value.operand === undefined ? [] : [kind.value.operand];
+    case "callExpr":
+      return kind.value.target === undefined ? kind.value.args : [kind.value.target, ...kind.value.args];
+    case "listExpr":
+      return kind.value.elements;
+    case "comprehensionExpr": {
+      const { iterRange, accuInit, loopCondition, loopStep, result } = kind.value;
+      return [iterRange, accuInit, loopCondition, loopStep, result].filter((part) => part !== undefined);
+    }
+    default:
+      return [];
+  }
+}
+
+function countNodes(node: Expr): number {
+  return children(node).reduce((sum, child) => sum + countNodes(child), 1);
+}
+
+function maxId(node: Expr): bigint {
+  return children(node).reduce((max, child) => {
+    const id = maxId(child);
+    return id > max ? id : max;
+  }, node.id);
+}
 
 /** Compiles without the cache. Prefer compilePolicy, which reuses programs per (id, version). */
 export function compilePolicyUncached(definition: PolicyDefinition): CompileResult {
@@ -137,6 +237,7 @@ function compileCondition(
     const offset = parsed.sourceInfo?.positions[error.exprId.toString()];
     return { message: error.message, offset: offset === undefined ? 0 : offset + error.offsetShift };
   }
+  meterLoops(parsed.expr);
   try {
     return { program: plan(ENV, parsed), ...checked };
   } catch (error) {

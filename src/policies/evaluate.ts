@@ -10,6 +10,7 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { decideFromScore } from "../engine/score.js";
 import type { Decision } from "../engine/score.js";
 import type { Signals } from "../engine/types.js";
+import { STEP_LIMIT_MESSAGE, ruleStopped, startRule } from "./cost.js";
 import { ListSnapshot } from "./lists.js";
 import type { CompiledPolicy, CompiledRule, RuleAction } from "./model.js";
 
@@ -229,12 +230,15 @@ function evaluateRule(rule: CompiledRule, bindings: Bindings, lists: ListSnapsho
   const missing = rule.listNames.find((name) => !lists.has(name));
   if (missing !== undefined) return `list '${missing}' does not exist`;
   let value: unknown;
+  startRule();
   try {
     value = rule.program(bindings);
   } catch (error) {
     // plan() already turns failures into CelError values; this guards the promise that evaluation never throws.
     return error instanceof Error ? error.message : String(error);
   }
+  // Whatever `||` or `&&` made of the stop, the rule was not evaluated to the end.
+  if (ruleStopped()) return STEP_LIMIT_MESSAGE;
   if (isCelError(value)) return value.message;
   if (typeof value === "boolean") return value;
   // Only reachable through untyped metadata, e.g. `metadata.flag` holding a string.

@@ -19,6 +19,8 @@ import { callerScope } from "./scope.js";
 const DAY_MS = 86_400_000;
 const DEFAULT_BACKTEST_DAYS = 7;
 const MAX_BACKTEST_DECISIONS = 100_000;
+/** A backtest stops here, with what it found so far: the backtest thread is shared by every account. */
+const BACKTEST_TIME_LIMIT_MS = 30_000;
 const DEFAULT_EXAMPLES = 5;
 /**
  * Policies one account and environment may hold: every decision evaluates
@@ -159,6 +161,7 @@ export function createPolicyService(deps: {
       maxDecisions: window?.maxDecisions ?? MAX_BACKTEST_DECISIONS,
       maxExamples: window?.maxExamples ?? DEFAULT_EXAMPLES,
       nowMs: now,
+      timeLimitMs: BACKTEST_TIME_LIMIT_MS,
     });
     return { result: toResult(outcome) };
   };

@@ -9,6 +9,7 @@ import {
 } from "../../src/policies/index.js";
 import type { PolicyCompileError, PolicyDefinition } from "../../src/policies/index.js";
 import { cleanSignals, context, policy } from "./fixtures.js";
+import { STEP_LIMIT_MESSAGE } from "../../src/policies/cost.js";
 
 function errorsOf(definition: PolicyDefinition): readonly PolicyCompileError[] {
   const result = compilePolicyUncached(definition);
@@ -301,14 +302,15 @@ describe("compile cache", () => {
   });
 });
 
+/** A one-rule policy's outcome on one evaluation: matched, or its run-time error. */
+function outcome(condition: string, overrides: Parameters<typeof context>[0] = {}) {
+  const result = compilePolicyUncached(policy([{ condition, action: "deny" }]));
+  if (!result.ok) throw new Error(result.errors.map(formatCompileError).join("; "));
+  const [evaluated] = evaluatePolicies([result.policy], context(overrides)).results;
+  return { matched: evaluated?.matchedRule === 0, errors: evaluated?.errors.map((e) => e.message) ?? [] };
+}
+
 describe("what a rule may build", () => {
-  /** The rule's outcome on one evaluation: matched, or its run-time error. */
-  function outcome(condition: string, overrides: Parameters<typeof context>[0] = {}) {
-    const result = compilePolicyUncached(policy([{ condition, action: "deny" }]));
-    if (!result.ok) throw new Error(result.errors.map(formatCompileError).join("; "));
-    const [evaluated] = evaluatePolicies([result.policy], context(overrides)).results;
-    return { matched: evaluated?.matchedRule === 0, errors: evaluated?.errors.map((e) => e.message) ?? [] };
-  }
 
   it("stops a string that loops would grow past 4,096 characters, at once, as a rule error", () => {
     // 40 copies of a 256-character user id, each joined to itself a hundred times by three chained map()s:
@@ -326,5 +328,45 @@ describe("what a rule may build", () => {
     const list = `[${Array.from({ length: 300 }, (_, i) => i).join(", ")}]`;
     expect(outcome(`size(${list} + ${list} + ${list}) > 0`).matched).toBe(true);
     expect(outcome(`size(${list} + ${list} + ${list} + ${list}) > 0`).errors).toEqual(["a list built by the rule would pass 1000 items"]);
+  });
+});
+
+describe("what a rule may spend", () => {
+  const stopped = { matched: false, errors: [STEP_LIMIT_MESSAGE] };
+  // Lists of lists within the metadata limits (100 items of 100): every `in` below compares whole lists.
+  const zeros = Array.from({ length: 100 }, () => Array.from({ length: 100 }, () => 0));
+  const endsInOne = Array.from({ length: 100 }, () => [...Array.from({ length: 99 }, () => 0), 1]);
+  const grown = (name: string) => Array.from({ length: 10 }, () => `metadata.${name}`).join(" + ");
+
+  it("stops a rule whose loop searches lists past its step limit, as a rule error", () => {
+    // Without the limit this one rule held the thread for seconds on every decision (a review measured 7.8 s).
+    const condition = `(${grown("a")}).exists(x, x in (${grown("b")}) OR x in (${grown("b")}))`;
+    expect(condition.length).toBeLessThan(4_096);
+    expect(outcome(condition, { metadata: { a: zeros, b: endsInOne } })).toEqual(stopped);
+  });
+
+  it("counts the iterations of a loop, not only the operations in it", () => {
+    const thousand = `[${Array.from({ length: 1000 }, (_, i) => i).join(", ")}]`;
+    const terms = Array.from({ length: 60 }, (_, i) => `x == ${-1 - i}`).join(" || ");
+    expect(outcome(`${thousand}.exists(x, ${terms})`)).toEqual(stopped);
+    // The same loop with a cheap predicate runs to the end.
+    expect(outcome(`${thousand}.exists(x, x == 999)`)).toEqual({ matched: true, errors: [] });
+  });
+
+  it("stays stopped when || would make something of the error", () => {
+    const condition = `(${grown("a")}).exists(x, x in (${grown("b")})) || score >= 0`;
+    expect(outcome(condition, { metadata: { a: zeros, b: endsInOne } })).toEqual(stopped);
+  });
+
+  it("leaves ordinary rules over metadata alone, and compares as CEL does", () => {
+    const items = Array.from({ length: 100 }, (_, i) => ({ sku: `sku-${i}`, qty: i }));
+    expect(outcome(`metadata.items.map(i, i.qty).exists(q, q >= 99)`, { metadata: { items } })).toEqual({ matched: true, errors: [] });
+    expect(outcome(`metadata.items.filter(i, i.qty >= 50).size() == 50`, { metadata: { items } })).toEqual({ matched: true, errors: [] });
+    expect(outcome(`metadata.items.exists(i, i.sku in ["sku-99", "nope"])`, { metadata: { items } })).toEqual({ matched: true, errors: [] });
+    expect(outcome(`metadata.a == metadata.b`, { metadata: { a: { x: [1, { y: "z" }] }, b: { x: [1, { y: "z" }] } } }).matched).toBe(true);
+    expect(outcome(`metadata.a == metadata.b`, { metadata: { a: { x: [1, { y: "z" }] }, b: { x: [1, { y: "w" }] } } }).matched).toBe(false);
+    expect(outcome(`metadata.a != metadata.b`, { metadata: { a: [1, 2], b: [1, 2, 3] } }).matched).toBe(true);
+    expect(outcome(`[1, 2] in [[0], [1, 2]]`).matched).toBe(true);
+    expect(outcome(`"b" in ["a", "b"] && !("c" in ["a", "b"]) && 2 in [1, 2]`).matched).toBe(true);
   });
 });
