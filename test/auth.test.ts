@@ -32,6 +32,7 @@ const endpoints = [...allContracts()].map((contract) => ({
   // Number path parameters (a policy version) are read with the message, before the key: give them a number.
   path: contract.http.path.replace("{id}", `${idPrefix(contract.method.input)}example`).replace("{version}", "1").replace("{name}", "example_list"),
   permission: contract.access.permission,
+  permissions: contract.permissions,
   anonymous: contract.access.allowAnonymous,
 }));
 
@@ -138,6 +139,19 @@ describe("access per endpoint (part 5.2 of the specification)", () => {
       if (endpoint.permission === "cases:read" || endpoint.anonymous) expect(status, endpoint.name).toEqual(ALLOWED[endpoint.name]);
       else expect(status.status, endpoint.name).toBe(403);
     }
+  });
+
+  it("asks for every permission an operation names: a backtest shows stored decisions, so it needs decisions:read too", async () => {
+    const backtests = endpoints.filter((endpoint) => endpoint.permissions.length > 1);
+    expect(backtests.map((endpoint) => endpoint.name).sort()).toEqual(["BacktestDraftPolicy", "BacktestPolicy"]);
+    const policiesOnly = server.app.keys.issue({ accountId, environment: "live", kind: "secret", permissions: ["policies:read"] }).key;
+    const both = server.app.keys.issue({ accountId, environment: "live", kind: "secret", permissions: ["policies:read", "decisions:read"] }).key;
+    for (const endpoint of backtests) {
+      expect(await answer(endpoint, policiesOnly), endpoint.name).toEqual({ status: 403, code: "FORBIDDEN" });
+      expect((await answer(endpoint, both)).status, endpoint.name).not.toBe(403);
+    }
+    const refusal = await fetch(`${server.url}/api/v1/policies/backtest`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": policiesOnly }, body: JSON.stringify({ rules: [{ condition: "true", action: "deny" }] }) });
+    expect(((await refusal.json()) as { error: { message: string } }).error.message).toBe("this key lacks the decisions:read permission");
   });
 
   it("refuses to issue a publishable key with a secret-only permission", async () => {

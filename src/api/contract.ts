@@ -44,6 +44,8 @@ export interface MethodContract {
   access: AccessRule;
   /** access.permission, checked against the known permissions at start-up. */
   permission: Permission;
+  /** Every permission the calling key must hold: access.permission, then access.also_requires. */
+  permissions: Permission[];
   rateLimits: RateLimitRule[];
   responseShape: ResponseShape;
 }
@@ -58,13 +60,17 @@ for (const service of API_SERVICES) {
     }
     const httpRule = getOption(method, http);
     const accessRule = getOption(method, access);
-    const permission = accessRule.permission;
-    if (!isPermission(permission)) throw new Error(`${service.typeName}.${method.name} names an unknown permission ${permission}`);
+    const [permission, ...alsoRequired] = [accessRule.permission, ...accessRule.alsoRequires].map((name) => {
+      if (!isPermission(name)) throw new Error(`${service.typeName}.${method.name} names an unknown permission ${name}`);
+      return name;
+    });
+    if (permission === undefined) throw new Error(`${service.typeName}.${method.name} names no permission`);
     contracts.set(method, {
       method,
       http: httpRule,
       access: accessRule,
       permission,
+      permissions: [permission, ...alsoRequired],
       rateLimits: getOption(method, rate_limit),
       responseShape:
         httpRule.responseShape === ResponseShape.UNSPECIFIED ? ResponseShape.ENVELOPE : httpRule.responseShape,

@@ -93,8 +93,8 @@ export function authInterceptor(keys: KeyService): Interceptor {
     const principal = keys.authenticate(key);
     if (!principal) throw apiError("UNAUTHORIZED", "the API key is invalid, expired or revoked");
     context.principal = principal;
-    const permission = contract.permission;
-    if (!principal.permissions.has(permission) && !contract.access.allowAnonymous) {
+    const permission = contract.permissions.find((needed) => !principal.permissions.has(needed));
+    if (permission !== undefined && !contract.access.allowAnonymous) {
       throw apiError(
         "FORBIDDEN",
         principal.kind === "publishable"
