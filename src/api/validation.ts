@@ -289,12 +289,24 @@ function compileFieldRules(field: DescField, rules: FieldRules): Check {
   };
 }
 
+/**
+ * ISO 4217 codes: the currencies Node's ICU knows (current ones, and a few it still keeps after their
+ * withdrawal, which stored histories may hold), with the standard's codes for precious metals, funds and
+ * settlement units that ICU leaves out. A made-up code would start an amount history of its own.
+ */
+const CURRENCIES: ReadonlySet<string> = new Set([
+  ...Intl.supportedValuesOf("currency"),
+  ...["XAU", "XAG", "XPT", "XPD", "XBA", "XBB", "XBC", "XBD", "XUA", "XTS", "XXX"],
+  ...["BOV", "CHE", "CHW", "CLF", "COU", "MXV", "USN", "UYI", "UYW"],
+]);
+
 function formatProblem(format: StringFormat, value: string): string | undefined {
   switch (format) {
     case StringFormat.IP:
       return isIP(value) === 0 ? "must be an IPv4 or IPv6 address" : undefined;
     case StringFormat.CURRENCY:
-      return /^[A-Z]{3}$/.test(value) ? undefined : "must be an ISO 4217 code of three upper-case letters";
+      if (!/^[A-Z]{3}$/.test(value)) return "must be an ISO 4217 code of three upper-case letters";
+      return CURRENCIES.has(value) ? undefined : `is not an ISO 4217 currency code`;
     case StringFormat.URL: {
       let url: URL;
       try {

@@ -347,7 +347,8 @@ export enum StringFormat {
   IP = 1,
 
   /**
-   * An ISO 4217 currency code: three upper-case letters.
+   * An ISO 4217 currency code: three upper-case letters naming a currency,
+   * precious metal, fund or settlement unit of the standard.
    *
    * @generated from enum value: STRING_FORMAT_CURRENCY = 2;
    */
