@@ -153,6 +153,9 @@ describe("policies acting on decisions", () => {
     const denyTor = (await call<PolicyJson>("POST", "/api/v1/policies", { name: "Deny Tor signups", status: "active", priority: 10, actions: ["signup"], rules: [{ condition: "signals.network.tor == true", action: "deny" }] })).body;
     const signup = await decide({ userId: "tor_signup", action: "signup", ip: TOR_EXIT, ...HUMAN_DESKTOP });
     expect(signup.decision).toBe("deny");
+    // The answer says a policy decided, ahead of the signals behind it.
+    expect(signup.reasons[0]).toBe("POLICY_DENY");
+    expect(signup.reasons).toContain("TOR_EXIT");
     expect(signup.policyResults.find((r) => r.policyId === denyTor.id)).toMatchObject({ mode: "active", matchedRule: 0, action: "deny" });
     // Not in scope for logins: the policy is not evaluated at all.
     const login = await decide({ userId: "tor_login", action: "login", ip: TOR_EXIT, ...HUMAN_DESKTOP });
@@ -167,8 +170,24 @@ describe("policies acting on decisions", () => {
     const vip = await decide({ userId: "vip_1", action: "checkout", ...botAttack(TOR_EXIT) });
     expect(vip.score).toBeGreaterThanOrEqual(80);
     expect(vip.decision).toBe("allow");
+    expect(vip.reasons[0]).toBe("POLICY_ALLOW");
+    expect(vip.reasons).toContain("TOR_EXIT");
     const other = await decide({ userId: "not_vip", action: "checkout", ...botAttack(TOR_EXIT) });
     expect(other.decision).toBe("deny");
+  });
+
+  it("never gives LOW_RISK for a request a policy challenged or denied", async () => {
+    await call<PolicyJson>("POST", "/api/v1/policies", { name: "Large custom transfers", status: "active", priority: 95, actions: ["custom"], rules: [{ condition: "amount > 1000", action: "deny" }] });
+    const clean = { userId: "quiet_user", action: "custom", ip: "81.2.69.160", ...HUMAN_DESKTOP };
+    const small = await decide({ ...clean, amount: 10, currency: "EUR" });
+    expect(small).toMatchObject({ decision: "allow", reasons: ["LOW_RISK"] });
+    const large = await decide({ ...clean, amount: 5000, currency: "EUR" });
+    expect(large.decision).toBe("deny");
+    expect(large.reasons[0]).toBe("POLICY_DENY");
+    expect(large.reasons).not.toContain("LOW_RISK");
+    // The record and the evidence say the same.
+    const stored = server.app.db.prepare("SELECT e.content FROM decisions d JOIN evidence e ON e.id = d.evidence_id WHERE d.id = ?").get(large.id) as { content: string };
+    expect((JSON.parse(stored.content) as { reasons: string[] }).reasons).toEqual(large.reasons);
   });
 
   it("matches IP lists by CIDR range, honours entry expiry, and feeds deny lists to the engine", async () => {

@@ -11,6 +11,7 @@ import { decideFromScore } from "../engine/score.js";
 import type { Decision } from "../engine/score.js";
 import type { Signals } from "../engine/types.js";
 import { STEP_LIMIT_MESSAGE, ruleStopped, startRule } from "./cost.js";
+import { DEFAULT_POLICY } from "./default-policy.js";
 import { ListSnapshot } from "./lists.js";
 import type { CompiledPolicy, CompiledRule, RuleAction } from "./model.js";
 
@@ -42,6 +43,26 @@ export interface EvaluationContext {
  */
 export interface EvaluationBudget {
   exhausted(): boolean;
+}
+
+/** The reason code that leads a decision's reasons when a rule of an account's own policy decided it. */
+export const POLICY_REASONS: Readonly<Record<RuleAction, string>> = {
+  allow: "POLICY_ALLOW",
+  challenge: "POLICY_CHALLENGE",
+  deny: "POLICY_DENY",
+  review: "POLICY_REVIEW",
+};
+
+/**
+ * The reasons a decision gives: the engine's, led by the policy's code when a rule of the account's own
+ * policies decided (the built-in thresholds decide by the score, which the engine's reasons explain).
+ * LOW_RISK ("nothing stands out") stays only on an allow: a policy's challenge or deny contradicts it.
+ */
+export function decisionReasons(engineReasons: readonly string[], evaluation: PolicyEvaluation): string[] {
+  const by = evaluation.decidedBy;
+  if (by === null || by.policyId === DEFAULT_POLICY.id) return [...engineReasons];
+  const rest = evaluation.decision === "allow" ? engineReasons : engineReasons.filter((reason) => reason !== "LOW_RISK");
+  return [POLICY_REASONS[by.action], ...rest];
 }
 
 /** The error recorded on a policy whose remaining rules the budget cut off. */

@@ -21,7 +21,7 @@ import type { DecisionDetails, PolicyResultRecord } from "../decisions/record.js
 import type { DecisionWriter, PolicyEffects } from "../decisions/writer.js";
 import type { PolicySets, TenantPolicies } from "../decisions/policy-set.js";
 import type { Metrics } from "../observability/metrics.js";
-import type { PolicyEvaluation, PolicyResult } from "../policies/index.js";
+import { decisionReasons, type PolicyEvaluation, type PolicyResult } from "../policies/index.js";
 import {
   decideFromScore,
   deviceFingerprint,
@@ -204,6 +204,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       const ruleErrors = policyResults.reduce((sum, r) => sum + r.errors.length, 0);
       if (ruleErrors > 0) deps.metrics.increment("fraud_policy_rule_errors_total", "Policy rules that failed at evaluation time.", "evaluation", ruleErrors);
       const verdict = { decision: evaluation.decision, results: policyResults.map(resultRecord) };
+      const reasons = decisionReasons(result.reasons, evaluation);
 
       const decisionId = newId("dec");
       const evidenceId = newId("evi");
@@ -213,7 +214,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
         score: result.score,
         confidence: result.confidence,
         confidencePercent: result.confidencePercent,
-        reasons: result.reasons,
+        reasons,
         evidenceId,
         requestId,
         processingTimeMs,
@@ -221,7 +222,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       const requestJson = toJson(DecideRequestSchema, resolved);
       const details: DecisionDetails = {
         request: requestJson,
-        reasons: result.reasons,
+        reasons,
         confidencePercent: result.confidencePercent,
         categoryScores: result.categoryScores,
         contributions: result.contributions,
@@ -256,7 +257,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
         weightsVersion: result.weightsVersion,
         score: result.score,
         decision: verdict.decision,
-        reasons: result.reasons,
+        reasons,
       };
       const replayed = await deps.writer.record({
         tenant,
@@ -265,7 +266,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
         evidence,
         history: { ...entities, country: signals.geo.country, ...lessonPayment(paymentOf(request)), allowed: verdict.decision === "allow" },
         policy: policyEffects(policies, evaluation),
-        openCase: caseForDecision({ ...stored, reasons: result.reasons }, evaluation.review),
+        openCase: caseForDecision({ ...stored, reasons }, evaluation.review),
         idempotency: idempotencyKey !== undefined ? { key: idempotencyKey, entry: { requestHash, response: toBinary(DecideResponseSchema, response) } } : undefined,
         now,
       });

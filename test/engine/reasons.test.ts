@@ -12,6 +12,7 @@ import {
   scoreSignals,
 } from "../../src/engine/index.js";
 import type { EngineInput, ReasonCode, Signals } from "../../src/engine/index.js";
+import { POLICY_REASONS } from "../../src/policies/index.js";
 import { cleanDesktopLogin, cleanIphoneLogin, knownUserSnapshot, NOW_MS, USER_AGENTS } from "./fixtures.js";
 import { RISK_MUTATIONS } from "./risk-mutations.js";
 
@@ -46,6 +47,12 @@ describe("reason catalogue", () => {
     const documented = documentedCodes();
     expect([...documented.keys()].sort()).toEqual([...REASON_CODES].sort());
     for (const code of REASON_CODES) expect(documented.get(code), code).toBe(REASONS[code].category);
+  });
+
+  it("documents the codes a deciding policy adds, and no others", () => {
+    const markdown = readFileSync(new URL("../../docs/reason-codes.md", import.meta.url), "utf8");
+    const documented = [...markdown.matchAll(/^\| (POLICY_[A-Z_]+) \|/gm)].map((match) => match[1]);
+    expect(documented.sort()).toEqual(Object.values(POLICY_REASONS).sort());
   });
 
   it("every catalogue code can be emitted, under its catalogue category", () => {
