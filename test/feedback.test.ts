@@ -535,6 +535,27 @@ describe("the fraud graph", () => {
     expect(again.decision).toBe("deny");
   });
 
+  it("marks no entity on a fraud label the client is less than half sure of", async () => {
+    const shop = server.createAccount("Unsure shop");
+    const key = shop.keys.live.secret;
+    expect((await call(key, "PUT", "/api/v1/lists/auto_emails", { kind: "email", type: "deny", automatic: true })).status).toBe(200);
+    const entries = () => server.app.db.prepare("SELECT value FROM list_entries WHERE account_id = ? AND list_name = 'auto_emails'").all(shop.account.id) as Array<{ value: string }>;
+    const made = await decide(key, { userId: "maybe", action: "login", email: "maybe@example.org", deviceId: "dev_maybe", ip: "81.2.69.50", ...HUMAN_DESKTOP });
+    for (const confidence of [0, 0.49]) {
+      const unsure = await feedback(key, { decisionId: made.decisionId, actualOutcome: "fraud", confidence });
+      expect(unsure.status).toBe(200);
+      expect(unsure.body.data).toMatchObject({ graphUpdated: false, consortiumShared: false });
+      expect(entries()).toEqual([]);
+    }
+    // A stranger from the same address and device is not linked to it.
+    const stranger = await decide(key, { userId: "innocent", action: "login", deviceId: "dev_maybe", ip: "81.2.69.50", ...HUMAN_DESKTOP });
+    expect(stranger.reasons).not.toContain("FRAUD_GRAPH_LINK");
+    // Half sure is enough.
+    const sure = await feedback(key, { decisionId: made.decisionId, actualOutcome: "fraud", confidence: 0.5 });
+    expect(sure.body.data.graphUpdated).toBe(true);
+    expect(entries()).toEqual([{ value: "maybe@example.org" }]);
+  });
+
   it("adds nothing to an automatic list that is full, and applies the label all the same", async () => {
     const shop = server.createAccount("Full shop");
     const key = shop.keys.live.secret;

@@ -20,6 +20,14 @@ export function isFraudOutcome(outcome: ActualOutcome): boolean {
 }
 
 /** The other labels: the decision's request was the user's own. */
+/** The confidence from which a fraud label marks the decision's entities (graph, automatic deny lists, consortium). */
+export const MARKING_CONFIDENCE = 0.5;
+
+/** Whether a label marks its decision's entities as fraud: a fraud outcome the client is at least half sure of. */
+export function marksEntities(label: { actualOutcome: ActualOutcome; confidence: number }): boolean {
+  return isFraudOutcome(label.actualOutcome) && label.confidence >= MARKING_CONFIDENCE;
+}
+
 export const NOT_FRAUD_OUTCOMES: readonly ActualOutcome[] = (Object.keys(IS_FRAUD) as ActualOutcome[]).filter((outcome) => !IS_FRAUD[outcome]);
 
 /** Half the L1 distance: the weight that moved from some categories to others. */

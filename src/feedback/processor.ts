@@ -28,7 +28,7 @@ import type { ListRepository } from "../store/lists.js";
 import type { Tenant } from "../store/tenant.js";
 import type { WeightsRepository } from "../store/weights.js";
 import type { ActualOutcome, Decision } from "../webhooks/events.js";
-import { NOT_FRAUD_OUTCOMES, adjustWeights, isFraudOutcome, totalShift, weightChanges } from "./learning.js";
+import { NOT_FRAUD_OUTCOMES, adjustWeights, isFraudOutcome, marksEntities, totalShift, weightChanges } from "./learning.js";
 
 /** Optimistic-locking attempts of the weight update (spec part 8). */
 export const WEIGHT_UPDATE_ATTEMPTS = 3;
@@ -137,6 +137,10 @@ export class FeedbackProcessor {
     // Category risks are recomputed from the verified signals: they do not depend on the weights.
     const categoryScores = scoreSignals(evidence.signals, DEFAULT_WEIGHTS).categoryScores;
     const fraud = isFraudOutcome(input.actualOutcome);
+    // Entities are marked only by a fraud label the client is at least half sure of: an unsure one (confidence
+    // below MARKING_CONFIDENCE) moves the weights in proportion, and marks nobody, in the graph, the automatic
+    // deny lists or the consortium.
+    const marks = marksEntities(input);
 
     for (let attempt = 1; attempt <= WEIGHT_UPDATE_ATTEMPTS; attempt++) {
       const { feedback, weights } = this.deps;
@@ -158,11 +162,11 @@ export class FeedbackProcessor {
             weightsVersionBefore: current.version,
             weightsVersionAfter: moves ? current.version + 1 : current.version,
             adjustments: weightChanges(current.weights, next),
-            graphUpdated: this.deps.graph.label(tenant, decision.id, entityKeys(entities), fraud),
-            consortiumShared: fraud && !(previous && isFraudOutcome(previous.actualOutcome)) && this.share(tenant, entities),
+            graphUpdated: this.deps.graph.label(tenant, decision.id, entityKeys(entities), marks),
+            consortiumShared: marks && !(previous && marksEntities(previous)) && this.share(tenant, entities),
             replacedPrevious: previous !== undefined,
           };
-          const listed = fraud ? this.addToAutomaticLists(tenant, entities, now) : [];
+          const listed = marks ? this.addToAutomaticLists(tenant, entities, now) : [];
           // Only allowed decisions teach the user's profile as they are made (store/history.ts). One the user
           // proves legitimate afterwards (a challenge passed) teaches it now: once, whatever labels came between.
           // A later fraud label does not take the lesson back: the profile keeps no record of what taught it.
