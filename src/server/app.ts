@@ -241,7 +241,7 @@ export function buildApp(options: AppOptions): App {
   serve(CaseRpc, createCaseService({ cases, lifecycle: caseLifecycle }));
   serve(PolicyService, createPolicyService({ db, clock, policies: policyRepository, sets: policySets, engine, audit }));
   serve(ListService, createListService({ db, clock, lists: listRepository, sets: policySets, audit }));
-  serve(WebhookService, createWebhookService({ endpoints: webhookEndpoints, clock }));
+  serve(WebhookService, createWebhookService({ endpoints: webhookEndpoints, clock, stream: eventStream }));
   serve(DeadLetterService, createDeadLetterService({ outbox }));
   serve(AuditService, createAuditService({ store: auditStore }));
   serve(StatusService, createStatusService({ metrics, health, clock }));

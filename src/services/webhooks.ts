@@ -8,6 +8,7 @@ import type { DeliveryMethod, EndpointStatus, StoredEndpoint } from "../store/we
 import { EndpointInputError, type WebhookEndpoints } from "../webhooks/endpoints.js";
 import type { EventType } from "../webhooks/events.js";
 import { verifyWebhookSignature } from "../webhooks/signature.js";
+import type { EventStream } from "../webhooks/stream.js";
 import { callerScope } from "./scope.js";
 
 function toWebhookEndpoint(stored: StoredEndpoint): MessageInitShape<typeof WebhookEndpointSchema> {
@@ -34,7 +35,12 @@ function invalid(error: unknown): never {
 }
 
 /** Part 4.6: signature verification, and the endpoints that receive events (docs/webhooks.md). */
-export function createWebhookService(deps: { endpoints: WebhookEndpoints; clock: Clock }): ServiceImpl<typeof WebhookService> {
+export function createWebhookService(deps: {
+  endpoints: WebhookEndpoints;
+  clock: Clock;
+  /** The live stream, told when a websocket endpoint stops taking events so its clients are not left open. */
+  stream: Pick<EventStream, "endpointClosed">;
+}): ServiceImpl<typeof WebhookService> {
   const notFound = (id: string) => apiError("NOT_FOUND", `no webhook endpoint ${id}`);
   return {
     verifyWebhook(request) {
@@ -78,6 +84,7 @@ export function createWebhookService(deps: { endpoints: WebhookEndpoints; clock:
         })
         .catch(invalid);
       if (!updated) throw notFound(request.id);
+      if (updated.status !== "enabled") deps.stream.endpointClosed(updated.id, "the endpoint was disabled");
       return { webhook: toWebhookEndpoint(updated) };
     },
     rotateWebhookSecret(request, ctx) {
@@ -89,6 +96,7 @@ export function createWebhookService(deps: { endpoints: WebhookEndpoints; clock:
     deleteWebhook(request, ctx) {
       const { tenant, actor } = callerScope(ctx.values);
       if (!deps.endpoints.delete(tenant, actor, request.id)) throw notFound(request.id);
+      deps.stream.endpointClosed(request.id, "the endpoint was deleted");
       return {};
     },
   };

@@ -101,9 +101,17 @@ export class EventStream {
     if (!endpoint || endpoint.deliveryMethod !== "websocket") {
       return refuse(socket, 404, "NOT_FOUND", `no websocket endpoint "${endpointId}": pass ?endpoint=whe_... of one`);
     }
+    if (endpoint.status !== "enabled") {
+      return refuse(socket, 409, "CONFLICT", `the websocket endpoint ${endpoint.id} is disabled: enable it to stream its events`);
+    }
     this.server.handleUpgrade(req, socket, head, (client) => this.attach(endpoint.id, { socket: client, key, keyCheckedAt: this.clock.now(), alive: true }));
     return true;
   };
+
+  /** Closes the connections of an endpoint that no longer takes events (deleted or disabled), saying why. */
+  endpointClosed(endpointId: string, reason: string): void {
+    for (const client of this.clients.get(endpointId) ?? []) client.socket.close(1008, reason);
+  }
 
   /** Closes every connection (shutdown). */
   close(): void {

@@ -78,6 +78,29 @@ describe("WebSocket connections that should end", () => {
     expect(opened.messages).toEqual([]);
   });
 
+  it("closes the stream of an endpoint deleted or disabled, and refuses to open one on a disabled endpoint", async () => {
+    const patch = (id: string, body: unknown) =>
+      fetch(`${server.url}/api/v1/webhooks/endpoints/${id}`, { method: "PATCH", headers: { "content-type": "application/json", "x-api-key": keys.test.secret }, body: JSON.stringify(body) });
+    for (const end of ["disable", "delete"] as const) {
+      const endpoint = await createStreamEndpoint(keys.test.secret, ["decision.allow"]);
+      const opened = await connect(`?endpoint=${endpoint.id}`, { "x-api-key": keys.test.secret });
+      if (!("socket" in opened)) throw new Error("refused");
+      const closed = new Promise<[number, string]>((resolve) => opened.socket.once("close", (code, reason) => resolve([code, String(reason)])));
+      const res = end === "disable"
+        ? await patch(endpoint.id, { status: "disabled" })
+        : await fetch(`${server.url}/api/v1/webhooks/endpoints/${endpoint.id}`, { method: "DELETE", headers: { "x-api-key": keys.test.secret } });
+      expect(res.ok).toBe(true);
+      expect(await closed).toEqual([1008, end === "disable" ? "the endpoint was disabled" : "the endpoint was deleted"]);
+      if (end === "disable") {
+        expect(await connect(`?endpoint=${endpoint.id}`, { "x-api-key": keys.test.secret })).toEqual({ refused: 409 });
+        expect((await patch(endpoint.id, { status: "enabled" })).ok).toBe(true);
+        const again = await connect(`?endpoint=${endpoint.id}`, { "x-api-key": keys.test.secret });
+        expect("socket" in again).toBe(true);
+        if ("socket" in again) again.socket.close();
+      }
+    }
+  });
+
   it("drops a client that stops answering pings, and keeps one that answers", async () => {
     const endpoint = await createStreamEndpoint(keys.test.secret, ["decision.allow"]);
     const silent = await connect(`?endpoint=${endpoint.id}`, { "x-api-key": keys.test.secret }, false);
