@@ -13,10 +13,14 @@ export const DATABASE_FILE = "fraud.db";
  * file at once; busy_timeout makes a writer wait for another instead of failing.
  */
 export function openDatabase(dataDir: string, options: { readonly?: boolean } = {}): Db {
-  fs.mkdirSync(dataDir, { recursive: true });
-  const db = new Database(path.join(dataDir, DATABASE_FILE), { readonly: options.readonly ?? false });
+  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const file = path.join(dataDir, DATABASE_FILE);
+  const db = new Database(file, { readonly: options.readonly ?? false });
   db.pragma("busy_timeout = 5000");
   if (!options.readonly) {
+    // The database holds webhook signing secrets, the consortium key and personal data: for its owner only.
+    // SQLite gives the WAL and shared-memory files the database file's mode when it creates them.
+    for (const part of [file, `${file}-wal`, `${file}-shm`]) ownerOnly(part);
     db.pragma("journal_mode = WAL");
     // NORMAL is durable across process crashes in WAL mode (only a power loss
     // can drop the last commits), at a fraction of FULL's fsync cost.
@@ -25,6 +29,17 @@ export function openDatabase(dataDir: string, options: { readonly?: boolean } = 
     migrate(db);
   }
   return db;
+}
+
+/** Takes the group's and others' access away from `file`, if it exists and has any. */
+function ownerOnly(file: string): void {
+  let mode: number;
+  try {
+    mode = fs.statSync(file).mode & 0o777;
+  } catch {
+    return;
+  }
+  if ((mode & 0o077) !== 0) fs.chmodSync(file, mode & 0o700);
 }
 
 function migrate(db: Db): void {
