@@ -186,4 +186,25 @@ describe("rate limits over the API", () => {
     }
     clock.advance(120_000);
   });
+
+  it("limits analyze per IPv6 /64, since a host can send from any address of its prefix", async () => {
+    const proxied = await startTestServer({ clock, env: { FRAUD_ANALYZE_RATE_LIMIT: "5", FRAUD_TRUSTED_PROXIES: "127.0.0.1" } });
+    try {
+      const { keys } = proxied.createAccount();
+      const analyze = (client: string) =>
+        fetch(`${proxied.url}/api/v1/analyze`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-api-key": keys.test.secret, "x-forwarded-for": client },
+          body: JSON.stringify({ action: "login" }),
+        });
+      // Five addresses of one /64, as privacy addresses rotate: one client, one limit.
+      for (let i = 1; i <= 5; i++) expect((await analyze(`2001:db8:1:2::${i.toString(16)}`)).status).toBe(200);
+      expect((await analyze("2001:db8:1:2:ffff::99")).status).toBe(429);
+      // The next /64 is another client; IPv4 addresses are counted one by one.
+      expect((await analyze("2001:db8:1:3::1")).status).toBe(200);
+      for (let i = 1; i <= 5; i++) expect((await analyze(`81.2.69.${i}`)).status).toBe(200);
+    } finally {
+      await proxied.close();
+    }
+  });
 });

@@ -1,6 +1,7 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { RateLimitScope } from "../../gen/fraud/v1/options_pb.js";
 import type { KeyService } from "../auth/key-service.js";
+import { clientNetwork } from "../engine/index.js";
 import type { Logger } from "../log.js";
 import { callContext, type CallContext } from "./context.js";
 import { contractOf } from "./contract.js";
@@ -121,7 +122,8 @@ export function rateLimitInterceptor(
       let key: string | undefined;
       if (rule.scope === RateLimitScope.API_KEY) key = principal?.keyId;
       else if (rule.scope === RateLimitScope.ACCOUNT) key = principal && `${principal.accountId}/${principal.environment}`;
-      else if (rule.scope === RateLimitScope.CLIENT_IP) key = context.clientIp;
+      // Per network rather than address: an IPv6 client can send from any address of its /64.
+      else if (rule.scope === RateLimitScope.CLIENT_IP) key = clientNetwork(context.clientIp);
       if (key === undefined) continue;
       const limit = principal?.rateLimitOverrides[rule.name] ?? installationOverrides[rule.name] ?? rule.limit;
       checks.push({ name: rule.name, key, limit, windowMs: rule.windowSeconds * 1000 });

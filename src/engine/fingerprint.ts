@@ -6,7 +6,7 @@
 // only meant for display and grouping.
 
 import { hash } from "node:crypto";
-import { canonicalCidr, parseIp } from "./ip.js";
+import { clientNetwork } from "./ip.js";
 import { computeUserAgentSignals } from "./signals/user-agent.js";
 import type { DeviceInput } from "./types.js";
 
@@ -56,9 +56,7 @@ export function deviceFingerprint(device: DeviceInput | undefined, userAgent: st
 export function visitorKey(deviceId: string, device: DeviceInput | undefined, fingerprint: DeviceFingerprint, ip: string): string {
   if (deviceId !== "") return `device:${deviceId}`;
   if (device !== undefined) return `fingerprint:${fingerprint.canonical}`;
-  const parsed = parseIp(ip);
-  const network = parsed === null ? ip : parsed.version === 4 ? parsed.text : canonicalCidr(`${parsed.text}/64`);
-  return `fingerprint:${fingerprint.canonical}|network:${network ?? ip}`;
+  return `fingerprint:${fingerprint.canonical}|network:${clientNetwork(ip)}`;
 }
 
 /**
