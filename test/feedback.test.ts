@@ -350,6 +350,12 @@ describe("POST /api/v1/feedback", () => {
   it("answers 429 with Retry-After past 50 submissions an hour per account and environment", async () => {
     const limited = server.createAccount("Limited");
     const made = await decide(limited.keys.live.secret, { ...fraudPattern(98), userId: "limited" });
+    // Refused as invalid by the handler (the identifiers name different decisions): these use up nothing.
+    for (let i = 0; i < 5; i++) {
+      const mismatched = await feedback(limited.keys.live.secret, { decisionId: made.decisionId, userId: "someone_else", actualOutcome: "fraud" });
+      expect(mismatched.body.error.code).toBe("VALIDATION_ERROR");
+      expect(mismatched.headers.get("ratelimit")).toMatch(/^"feedback_hourly";r=50;/);
+    }
     let last = await feedback(limited.keys.live.secret, { decisionId: made.decisionId, actualOutcome: "fraud" });
     for (let i = 1; i < 50; i++) last = await feedback(limited.keys.live.secret, { decisionId: made.decisionId, actualOutcome: i % 2 ? "legitimate" : "fraud" });
     expect(last.status).toBe(200);

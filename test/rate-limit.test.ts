@@ -43,6 +43,24 @@ describe("RateLimiter (sliding log)", () => {
     expect(admitted).toBe(100);
   });
 
+  it("takes back a call it counted, and only that one", () => {
+    const clock = new ManualClock(0);
+    const limiter = new RateLimiter(clock);
+    const check = [{ name: "t", key: "k", limit: 3, windowMs: 60_000 }];
+    limiter.consume(check);
+    clock.advance(10);
+    const second = limiter.consume(check);
+    clock.advance(10);
+    limiter.consume(check);
+    expect(limiter.consume(check).allowed).toBe(false);
+    expect(limiter.release(check, second.admittedAt).states[0]).toMatchObject({ remaining: 1 });
+    expect(limiter.consume(check).allowed).toBe(true);
+    expect(limiter.consume(check).allowed).toBe(false);
+    // The oldest call still frees the first place: 60 s after it, not after the one taken back.
+    clock.advance(60_000 - 20);
+    expect(limiter.consume(check).allowed).toBe(true);
+  });
+
   it("admits a call exactly when fewer than the limit were admitted in the window before it", () => {
     const clock = new ManualClock(0);
     const limiter = new RateLimiter(clock);

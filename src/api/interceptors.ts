@@ -144,7 +144,12 @@ export function rateLimitInterceptor(
     try {
       res = await next(req);
     } catch (error) {
-      if (error instanceof ConnectError) for (const [name, value] of headers) error.metadata.set(name, value);
+      if (error instanceof ConnectError) {
+        // Invalid after all (identifiers that name different decisions, say): as a call refused by the
+        // contract's rules, it uses up nothing.
+        const counted = describeError(error).code === "VALIDATION_ERROR" ? rateLimitHeaders(limiter.release(checks, outcome.admittedAt)) : headers;
+        for (const [name, value] of counted) error.metadata.set(name, value);
+      }
       throw error;
     }
     for (const [name, value] of headers) res.header.set(name, value);

@@ -22,6 +22,8 @@ export interface RateLimitState {
 
 export interface RateLimitOutcome {
   allowed: boolean;
+  /** When the call was counted (admitted): what {@link RateLimiter.release} takes back. */
+  admittedAt: number;
   /** When refused: whole seconds to wait before retrying (Retry-After). */
   retryAfterSeconds: number;
   states: RateLimitState[];
@@ -51,6 +53,18 @@ class CallLog {
     if (this.size === this.times.length) this.grow(limit);
     this.times[(this.oldest + this.size) % this.times.length] = now;
     this.size++;
+  }
+
+  /** Forgets the latest call admitted at `at`, if it is still in the log. */
+  remove(at: number): void {
+    for (let i = this.size - 1; i >= 0; i--) {
+      if (this.times[(this.oldest + i) % this.times.length] !== at) continue;
+      for (let j = i; j < this.size - 1; j++) {
+        this.times[(this.oldest + j) % this.times.length] = this.times[(this.oldest + j + 1) % this.times.length] as number;
+      }
+      this.size--;
+      return;
+    }
   }
 
   /** Milliseconds until the oldest of the last `limit` calls leaves the window, freeing a call. */
@@ -93,6 +107,23 @@ export class RateLimiter {
     const entries = checks.map((check) => ({ check, log: this.logFor(check, now) }));
     const allowed = entries.every(({ check, log }) => log.size < check.limit);
     if (allowed) for (const { check, log } of entries) log.add(now, check.limit);
+    this.sweepOccasionally(now);
+    return this.outcome(entries, allowed, now);
+  }
+
+  /**
+   * Takes back a call `consume` counted (`outcome.admittedAt`), for one refused as invalid after it was
+   * admitted, which must not use up the caller's allowance; returns the state the answer should report.
+   */
+  release(checks: readonly RateLimitCheck[], admittedAt: number): RateLimitOutcome {
+    const now = this.clock.now();
+    const entries = checks.map((check) => ({ check, log: this.logFor(check, now) }));
+    for (const { log } of entries) log.remove(admittedAt);
+    return this.outcome(entries, true, admittedAt);
+  }
+
+  private outcome(entries: ReadonlyArray<{ check: RateLimitCheck; log: CallLog }>, allowed: boolean, admittedAt: number): RateLimitOutcome {
+    const now = this.clock.now();
     let retryAfterSeconds = 0;
     const states = entries.map(({ check, log }) => {
       const wait = log.waitMs(now, check.limit);
@@ -105,8 +136,7 @@ export class RateLimiter {
         resetSeconds: Math.ceil(wait / 1000),
       };
     });
-    this.sweepOccasionally(now);
-    return { allowed, retryAfterSeconds: allowed ? 0 : Math.max(1, retryAfterSeconds), states };
+    return { allowed, admittedAt, retryAfterSeconds: allowed ? 0 : Math.max(1, retryAfterSeconds), states };
   }
 
   private logFor(check: RateLimitCheck, now: number): CallLog {
