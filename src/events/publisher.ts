@@ -10,8 +10,11 @@ export const EVENT_TASK = "event";
 export interface EventSink {
   /** Whether it would deliver an event of this type for the tenant now; asked on every publish, so cheap. */
   wants(tenant: Tenant, type: EventType): boolean;
-  /** Receives the event once it is out of the transaction that caused it. */
-  deliver(tenant: Tenant, event: WebhookEvent, body: string): void | Promise<void>;
+  /**
+   * Receives the event once it is out of the transaction that caused it: inside the transaction that removes
+   * the event's task, so what a sink writes (delivery tasks) is committed exactly once.
+   */
+  deliver(tenant: Tenant, event: WebhookEvent, body: string): void;
 }
 
 /**
@@ -49,7 +52,9 @@ export class EventPublisher {
     if (!task.tenant) return { kind: "dead", error: "event without a tenant" };
     const { body } = task.payload as { body: string };
     const event = JSON.parse(body) as WebhookEvent;
-    for (const sink of this.sinks) await sink.deliver(task.tenant, event, body);
-    return { kind: "done" };
+    const tenant = task.tenant;
+    return this.outbox.finishWith(task, () => {
+      for (const sink of this.sinks) sink.deliver(tenant, event, body);
+    });
   }
 }

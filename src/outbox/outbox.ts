@@ -170,9 +170,10 @@ interface OutboxRow {
  * transaction as the change that causes them, and a runner in the server
  * carries them out afterwards, retrying with backoff. After a crash the rows
  * are still there, and a task that ran but was not yet marked done runs
- * again: the decision follow-ups are idempotent (decisions/follow-up.ts),
- * while what leaves the service is at least once — an event run again fans
- * out its deliveries again, with the same event id (docs/webhooks.md). Tasks that exhaust
+ * again: the decision follow-ups are idempotent (decisions/follow-up.ts), an
+ * event's fan-out commits with the removal of its task ({@link finishWith}),
+ * and what leaves the service is at least once — a delivery cut short by a
+ * crash is sent again, with the same event id (docs/webhooks.md). Tasks that exhaust
  * their retries stay as 'dead' rows: the one dead-letter queue of the service.
  */
 export class Outbox {
@@ -189,6 +190,7 @@ export class Outbox {
   private readonly deadListStmt;
   private readonly replayStmt;
   private readonly settle;
+  private readonly finishTransaction;
   private timer: NodeJS.Timeout | undefined;
   private stopped = true;
   /** Set when shutdown gave up waiting: tasks still running finish unrecorded, and nothing new starts. */
@@ -238,9 +240,23 @@ export class Outbox {
         }
       }
     });
+    this.finishTransaction = db.transaction((id: number, work: () => void) => {
+      work();
+      this.table.delete(id);
+    });
     this.replayStmt = db.prepare<[number, number, number, string, string]>(
       "UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = ?, updated_at = ? WHERE id = ? AND status = 'dead' AND account_id = ? AND environment = ?",
     );
+  }
+
+  /**
+   * For a handler whose work is writes to this database (an event's fan-out into delivery tasks): runs `work`
+   * and removes the task in one transaction, so a crash leaves either the task or its work, never both to be
+   * done again. Returns the handler's outcome.
+   */
+  finishWith(task: OutboxTask, work: () => void): TaskOutcome {
+    this.finishTransaction.immediate(task.id, work);
+    return { kind: "done" };
   }
 
   register(kind: string, handler: TaskHandler): void {

@@ -220,6 +220,35 @@ describe("HTTP delivery", () => {
     expect(deny.data.reasons.length).toBeGreaterThan(0);
   });
 
+  it("fans an event out in the transaction that finishes it: a fan-out that fails leaves no delivery, and its retry delivers once", async () => {
+    const { keys, account } = server.createAccount();
+    await createEndpoint(keys.test.secret, { url: `${receiver.url}/once`, events: ["decision.allow"] });
+    let failNext = true;
+    // Runs after the HTTP fan-out: its failure stands for a crash after the fan-out, before the event's task is done.
+    server.app.events.addSink({
+      wants: (tenant) => tenant.accountId === account.id,
+      deliver: (tenant) => {
+        if (tenant.accountId === account.id && failNext) {
+          failNext = false;
+          throw new Error("the process died here");
+        }
+      },
+    });
+    receiver.requests.length = 0;
+    await decide(keys.test.secret, false);
+    await drain();
+    const deliveries = () => (server.app.db.prepare("SELECT COUNT(*) AS n FROM outbox WHERE kind = 'webhook.delivery' AND account_id = ?").get(account.id) as { n: number }).n;
+    const events = () => (server.app.db.prepare("SELECT COUNT(*) AS n FROM outbox WHERE kind = 'event' AND account_id = ?").get(account.id) as { n: number }).n;
+    // The event is still to do, and nothing of its fan-out stayed.
+    expect(events()).toBe(1);
+    expect(deliveries()).toBe(0);
+    expect(receiver.requests).toEqual([]);
+    clock.advance(1_000);
+    await drain();
+    expect(events()).toBe(0);
+    expect(receiver.requests.map((r) => r.path)).toEqual(["/hooks/once"]);
+  });
+
   it("retries on the documented schedule, stretched by Retry-After, and dead-letters after the ninth attempt; a replay delivers", async () => {
     const { keys } = server.createAccount();
     await createEndpoint(keys.test.secret, { url: receiver.url, events: ["decision.allow"] });
