@@ -78,8 +78,8 @@ describe("decision store (the writer thread's transaction)", () => {
     const duplicate = aWrite(accountId, now, { decision: { ...first.decision, evidenceId: newId("evi") } });
     const third = aWrite(accountId, now + 1);
     const { results, retriedAfter } = store.write([
-      prepareWrite(first, [{ kind: "event", accountId, environment: "live", payload: '{"x":1}', at: now, now }], []),
-      prepareWrite(duplicate, [{ kind: "event", accountId, environment: "live", payload: '{"x":2}', at: now, now }], []),
+      prepareWrite(first, [{ kind: "event", accountId, environment: "live", lane: "", payload: '{"x":1}', at: now, now }], []),
+      prepareWrite(duplicate, [{ kind: "event", accountId, environment: "live", lane: "", payload: '{"x":2}', at: now, now }], []),
       prepareWrite(third, [], []),
     ]);
     expect(results.map((r) => r.kind)).toEqual(["stored", "failed", "stored"]);
@@ -202,7 +202,7 @@ describe("decision store recovering an earlier writer's follow-ups", () => {
       const now = Date.UTC(2026, 10, 21, 15);
       const risky = aWrite(accountId, now);
       risky.openCase = { id: newId("case"), decisionId: risky.decision.id, userId: "u", priority: "critical", score: 95, decision: "deny", reasons: ["TOR_EXIT"] };
-      const caseEvents = [{ kind: "event", accountId, environment: "live" as const, payload: '{"type":"case.created"}', at: now, now }];
+      const caseEvents = [{ kind: "event", accountId, environment: "live" as const, lane: "", payload: '{"type":"case.created"}', at: now, now }];
       // The first writer stores the batch and dies before its follow-ups.
       const batch = [prepareWrite(risky, [], caseEvents), prepareWrite(aWrite(accountId, now + 1), [], [])];
       expect(new DecisionStore(db, signer).write(batch).results.map((r) => r.kind)).toEqual(["stored", "stored"]);

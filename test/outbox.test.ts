@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { createLogger } from "../src/log.js";
-import { Outbox, type TaskOutcome } from "../src/outbox/outbox.js";
+import { DUE_TASKS_SQL, Outbox, type TaskOutcome } from "../src/outbox/outbox.js";
 import { openDatabase } from "../src/store/database.js";
 import { ManualClock } from "./helpers/clock.js";
 import { tempDir } from "./helpers/server.js";
@@ -79,20 +79,42 @@ describe("outbox fairness", () => {
     for (let i = 0; i < 50; i++) outbox.enqueue("deliver", { accountId: "acct_stuck", environment: "live" }, { i });
     outbox.enqueue("deliver", { accountId: "acct_other", environment: "live" }, {});
     // The runner's own query (outbox.ts): past full tenants from the index alone, no row read.
-    const plan = fairDb
-      .prepare(
-        `EXPLAIN QUERY PLAN SELECT id, account_id, environment FROM outbox
-         WHERE status = 'pending' AND next_attempt_at <= 0
-           AND ifnull(account_id, '') || '/' || ifnull(environment, '') NOT IN (SELECT value FROM json_each('[]'))
-         ORDER BY next_attempt_at, id LIMIT 32`,
-      )
-      .all();
+    const plan = fairDb.prepare(`EXPLAIN QUERY PLAN ${DUE_TASKS_SQL}`).all({ dueBy: 0, full: '["acct_stuck/live|local"]', limit: 64 });
     expect(JSON.stringify(plan)).toMatch(/COVERING INDEX outbox_due/);
     outbox.start();
     await expect.poll(() => ran.includes("acct_other"), { timeout: 2_000 }).toBe(true);
     // The stuck account holds its share of the slots, no more.
     expect(ran.filter((tenant) => tenant === "acct_stuck")).toHaveLength(8);
     receiverStuck = false;
+    for (const release of releases.splice(0)) release();
+    await outbox.stop(1_000);
+    fairDb.close();
+  });
+
+  it("runs an account's other endpoints and its events beside one endpoint that hangs", async () => {
+    const fairDb = openDatabase(tempDir());
+    const outbox = new Outbox(fairDb, new ManualClock(), createLogger(() => undefined));
+    const releases: Array<() => void> = [];
+    const ran: string[] = [];
+    const tenant = { accountId: "acct_one", environment: "live" as const };
+    outbox.register("deliver", (task) => {
+      const { to } = task.payload as { to: string };
+      ran.push(to);
+      if (to === "dead") return new Promise<TaskOutcome>((resolve) => releases.push(() => resolve({ kind: "done" })));
+      return Promise.resolve({ kind: "done" });
+    });
+    outbox.register("local", () => {
+      ran.push("local");
+      return Promise.resolve({ kind: "done" });
+    });
+    // Fifty deliveries to an endpoint that never answers, queued first; then the same account's other work.
+    for (let i = 0; i < 50; i++) outbox.enqueue("deliver", tenant, { to: "dead" }, { lane: "whe_dead" });
+    outbox.enqueue("deliver", tenant, { to: "alive" }, { lane: "whe_alive" });
+    outbox.enqueue("local", tenant, {});
+    outbox.start();
+    await expect.poll(() => ran.includes("alive") && ran.includes("local"), { timeout: 2_000 }).toBe(true);
+    // The endpoint that hangs holds its lane's places, no more.
+    expect(ran.filter((to) => to === "dead")).toHaveLength(4);
     for (const release of releases.splice(0)) release();
     await outbox.stop(1_000);
     fairDb.close();

@@ -20,7 +20,7 @@ interface SharePayload {
 /** Queues a batch for the consortium; call inside the feedback's transaction. */
 export function queueIndicators(outbox: Outbox, tenant: Tenant, indicators: Indicator[]): void {
   const payload: SharePayload = { batchId: newId("cb"), indicators };
-  outbox.enqueue(CONSORTIUM_SHARE_TASK, tenant, payload);
+  outbox.enqueue(CONSORTIUM_SHARE_TASK, tenant, payload, { lane: "consortium" });
 }
 
 /**

@@ -74,7 +74,7 @@ export function followUpOf(
  * request thread): the text JSON.stringify would give a {@link FollowUpPayload}.
  */
 export function followUpTask(tenant: Tenant, followUpsJson: readonly string[], now: number): OutboxEntry {
-  return outboxEntryOfJson(DECISION_FOLLOW_UP_TASK, tenant, `{"followUps":[${followUpsJson.join(",")}]}`, now, now + FOLLOW_UP_GRACE_MS);
+  return outboxEntryOfJson(DECISION_FOLLOW_UP_TASK, tenant, `{"followUps":[${followUpsJson.join(",")}]}`, now, { runAt: now + FOLLOW_UP_GRACE_MS });
 }
 
 /**

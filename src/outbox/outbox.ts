@@ -25,15 +25,20 @@ export type TaskHandler = (task: OutboxTask) => Promise<TaskOutcome>;
 /** Retry schedule of handlers that throw: 1 s, 5 s, 30 s, 2 min, 10 min, then the dead-letter queue. */
 const DEFAULT_BACKOFF_MS = [1_000, 5_000, 30_000, 120_000, 600_000];
 /** Tasks running at once; webhook deliveries wait on the network. */
-const BATCH = 32;
-/** How often the background runner looks past the due rows of tenants whose share is full. */
+const BATCH = 64;
+/** How often the background runner looks past the due rows of lanes whose share is full. */
 const FULL_TENANT_LOOK_MS = 100;
 /**
- * Tasks of one account and environment running at once: a receiver that
- * never answers holds this many of the BATCH slots for its timeout, and the
- * other accounts' tasks run in the rest.
+ * Running places, so that no account, and no destination of one, holds them all. A task that waits on a
+ * destination (its lane: a webhook endpoint, the consortium hub) takes one of its destination's
+ * MAX_RUNNING_PER_LANE and one of its account's MAX_RUNNING_PER_TENANT_NETWORK; a task done here (events
+ * fanned out, decision follow-ups) one of its account's MAX_RUNNING_PER_TENANT_LOCAL. A receiver that never
+ * answers thus holds 4 places for its timeout, while its account's other endpoints, its events and the other
+ * accounts' tasks run beside it.
  */
-const MAX_RUNNING_PER_TENANT = 8;
+const MAX_RUNNING_PER_LANE = 4;
+const MAX_RUNNING_PER_TENANT_NETWORK = 16;
+const MAX_RUNNING_PER_TENANT_LOCAL = 8;
 /** The runner also looks for due tasks this often (tasks from other processes, retries). */
 const POLL_MS = 500;
 
@@ -57,6 +62,8 @@ export interface OutboxEntry {
   kind: string;
   accountId: string | null;
   environment: "test" | "live" | null;
+  /** The destination the task waits on ('' for work done here): it shares running places with its lane. */
+  lane: string;
   /** The payload as JSON. */
   payload: string;
   /** When it is first due. */
@@ -64,14 +71,20 @@ export interface OutboxEntry {
   now: number;
 }
 
-/** A task's entry: the payload serialised, due at `runAt` (now when undefined). */
-export function outboxEntry(kind: string, tenant: Tenant | undefined, payload: unknown, now: number, runAt?: number): OutboxEntry {
-  return outboxEntryOfJson(kind, tenant, JSON.stringify(payload), now, runAt);
+/** When a task is first due (now when undefined), and the destination it waits on ('' when none). */
+export interface EnqueueOptions {
+  runAt?: number;
+  lane?: string;
+}
+
+/** A task's entry: the payload serialised. */
+export function outboxEntry(kind: string, tenant: Tenant | undefined, payload: unknown, now: number, options: EnqueueOptions = {}): OutboxEntry {
+  return outboxEntryOfJson(kind, tenant, JSON.stringify(payload), now, options);
 }
 
 /** The same, for a payload already serialised (on another thread, say). */
-export function outboxEntryOfJson(kind: string, tenant: Tenant | undefined, payload: string, now: number, runAt?: number): OutboxEntry {
-  return { kind, accountId: tenant?.accountId ?? null, environment: tenant?.environment ?? null, payload, at: runAt ?? now, now };
+export function outboxEntryOfJson(kind: string, tenant: Tenant | undefined, payload: string, now: number, options: EnqueueOptions = {}): OutboxEntry {
+  return { kind, accountId: tenant?.accountId ?? null, environment: tenant?.environment ?? null, lane: options.lane ?? "", payload, at: options.runAt ?? now, now };
 }
 
 /** A stored payload, parsed; undefined when it is not JSON (such a task can never run). */
@@ -103,8 +116,8 @@ export class OutboxTable {
 
   constructor(db: Db) {
     this.insertStmt = db.prepare<[OutboxEntry]>(
-      `INSERT INTO outbox (kind, account_id, environment, payload, status, next_attempt_at, created_at, updated_at)
-       VALUES (@kind, @accountId, @environment, @payload, 'pending', @at, @now, @now)`,
+      `INSERT INTO outbox (kind, account_id, environment, lane, payload, status, next_attempt_at, created_at, updated_at)
+       VALUES (@kind, @accountId, @environment, @lane, @payload, 'pending', @at, @now, @now)`,
     );
     this.deleteStmt = db.prepare<[number]>("DELETE FROM outbox WHERE id = ?");
     this.pendingOfKindStmt = db.prepare<[string, number, number], OutboxRow>(
@@ -144,20 +157,39 @@ function storedPayload(text: string): unknown {
   return payload === undefined ? { unparsed: text } : payload;
 }
 
-/** A task's tenant as the runner counts its share, the same as the due query writes it. */
-function tenantKey(accountId: string | null, environment: string | null): string {
-  return `${accountId ?? ""}/${environment ?? ""}`;
+/**
+ * The running places a task takes, each with its cap (see MAX_RUNNING_PER_LANE): written as the due query
+ * writes them, so that it can pass over the full ones without reading their rows.
+ */
+function placesOf(accountId: string | null, environment: string | null, lane: string): Array<[string, number]> {
+  const tenant = `${accountId ?? ""}/${environment ?? ""}`;
+  if (lane === "") return [[`${tenant}|local`, MAX_RUNNING_PER_TENANT_LOCAL]];
+  return [
+    [`${tenant}|lane|${lane}`, MAX_RUNNING_PER_LANE],
+    [`${tenant}|network`, MAX_RUNNING_PER_TENANT_NETWORK],
+  ];
 }
 
 function tenantOf(row: OutboxRow): Tenant | undefined {
   return row.account_id && row.environment ? { accountId: row.account_id, environment: row.environment } : undefined;
 }
 
+/**
+ * The due tasks outside the full places (`full`: a JSON array of placesOf keys), oldest first: from the index
+ * alone, so that the rows of full places are passed over without reading them.
+ */
+export const DUE_TASKS_SQL = `SELECT id, account_id, environment, lane FROM outbox
+  WHERE status = 'pending' AND next_attempt_at <= @dueBy
+    AND ifnull(account_id, '') || '/' || ifnull(environment, '') || iif(lane = '', '|local', '|lane|' || lane) NOT IN (SELECT value FROM json_each(@full))
+    AND (lane = '' OR ifnull(account_id, '') || '/' || ifnull(environment, '') || '|network' NOT IN (SELECT value FROM json_each(@full)))
+  ORDER BY next_attempt_at, id LIMIT @limit`;
+
 interface OutboxRow {
   id: number;
   kind: string;
   account_id: string | null;
   environment: "test" | "live" | null;
+  lane: string;
   payload: string;
   attempts: number;
   last_error: string;
@@ -196,10 +228,11 @@ export class Outbox {
   /** Set when shutdown gave up waiting: tasks still running finish unrecorded, and nothing new starts. */
   private abandoned = false;
   private wakePending = false;
-  /** Tasks running now, by row id; settles when the task's outcome is recorded. */
-  private readonly inFlight = new Map<number, { settled: Promise<void>; resolve(): void; tenant: string }>();
-  /** How many of them each tenant has (tenantKey). */
-  private readonly runningPerTenant = new Map<string, number>();
+  /** Tasks running now, by row id, with the places they take; settles when the task's outcome is recorded. */
+  private readonly inFlight = new Map<number, { settled: Promise<void>; resolve(): void; places: Array<[string, number]> }>();
+  /** How many running tasks take each place (placesOf), and each place's cap while it has any. */
+  private readonly runningPerPlace = new Map<string, number>();
+  private readonly capOf = new Map<string, number>();
   /** When the background runner last looked past full tenants' rows (performance.now()). */
   private lastLookPastFull = Number.NEGATIVE_INFINITY;
   private finished: Array<[OutboxRow, TaskOutcome]> = [];
@@ -210,14 +243,7 @@ export class Outbox {
     private readonly logger: Logger,
   ) {
     this.table = new OutboxTable(db);
-    // Straight from the index: rows already running, and the tenants with their share running (a JSON array of
-    // tenant keys), are skipped before any payload is read.
-    this.dueStmt = db.prepare<[number, string, number], { id: number; account_id: string | null; environment: string | null }>(
-      `SELECT id, account_id, environment FROM outbox
-       WHERE status = 'pending' AND next_attempt_at <= ?
-         AND ifnull(account_id, '') || '/' || ifnull(environment, '') NOT IN (SELECT value FROM json_each(?))
-       ORDER BY next_attempt_at, id LIMIT ?`,
-    );
+    this.dueStmt = db.prepare<[{ dueBy: number; full: string; limit: number }], { id: number; account_id: string | null; environment: string | null; lane: string }>(DUE_TASKS_SQL);
     this.rowStmt = db.prepare<[number], OutboxRow>("SELECT * FROM outbox WHERE id = ? AND status = 'pending'");
     this.retryStmt = db.prepare<[number, string, number, number]>(
       "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?, updated_at = ? WHERE id = ?",
@@ -264,8 +290,8 @@ export class Outbox {
   }
 
   /** Adds a task; call it inside the transaction of the change that causes it. */
-  enqueue(kind: string, tenant: Tenant | undefined, payload: unknown, runAt?: number): void {
-    const entry = outboxEntry(kind, tenant, payload, this.clock.now(), runAt);
+  enqueue(kind: string, tenant: Tenant | undefined, payload: unknown, options: EnqueueOptions = {}): void {
+    const entry = outboxEntry(kind, tenant, payload, this.clock.now(), options);
     if (this.collecting) {
       this.collecting.push(entry);
       return;
@@ -394,42 +420,45 @@ export class Outbox {
     if (this.abandoned) return undefined;
     // The head of the queue first: cheap, and all there is to it unless a tenant's share is full.
     if (!this.look(dueBy, [])) return undefined;
-    // Then past the tenants whose share is full: that walks all their due rows (7 ms for 50,000), so the
-    // background runner, woken by every enqueue and every completion, does it at most every FULL_TENANT_LOOK_MS
-    // and comes back when that time is up.
+    // Then past the places that are full: that walks all their due rows (7 ms for 50,000), so the background
+    // runner, woken by every enqueue and every completion, does it at most every FULL_TENANT_LOOK_MS and comes
+    // back when that time is up.
     if (background) {
       const wait = this.lastLookPastFull + FULL_TENANT_LOOK_MS - performance.now();
       if (wait > 0) return wait;
       this.lastLookPastFull = performance.now();
     }
-    const full = [...this.runningPerTenant].filter(([, running]) => running >= MAX_RUNNING_PER_TENANT).map(([tenant]) => tenant);
+    const full = [...this.runningPerPlace].filter(([place, running]) => running >= (this.capOf.get(place) ?? 0)).map(([place]) => place);
     this.look(dueBy, full);
     return undefined;
   }
 
-  /** Starts the due tasks of tenants not in `past`, while there is room; true when it met a full tenant's. */
+  /** Starts the due tasks outside the places in `past`, while there is room; true when it met a full place's. */
   private look(dueBy: number, past: readonly string[]): boolean {
     const room = BATCH - this.inFlight.size;
     if (room <= 0) return false;
     let metFull = false;
-    for (const due of this.dueStmt.all(dueBy, JSON.stringify(past), room + this.inFlight.size)) {
+    for (const due of this.dueStmt.all({ dueBy, full: JSON.stringify(past), limit: room + this.inFlight.size })) {
       if (this.inFlight.size >= BATCH) return false;
       if (this.inFlight.has(due.id)) continue;
-      const tenant = tenantKey(due.account_id, due.environment);
-      if ((this.runningPerTenant.get(tenant) ?? 0) >= MAX_RUNNING_PER_TENANT) {
+      const places = placesOf(due.account_id, due.environment, due.lane);
+      if (places.some(([place, cap]) => (this.runningPerPlace.get(place) ?? 0) >= cap)) {
         metFull = true;
         continue;
       }
       const row = this.rowStmt.get(due.id);
-      if (row) this.begin(row, tenant);
+      if (row) this.begin(row, places);
     }
     return metFull;
   }
 
-  private begin(row: OutboxRow, tenant: string): void {
+  private begin(row: OutboxRow, places: Array<[string, number]>): void {
     let settled!: () => void;
-    this.inFlight.set(row.id, { settled: new Promise<void>((resolve) => (settled = resolve)), resolve: () => settled(), tenant });
-    this.runningPerTenant.set(tenant, (this.runningPerTenant.get(tenant) ?? 0) + 1);
+    this.inFlight.set(row.id, { settled: new Promise<void>((resolve) => (settled = resolve)), resolve: () => settled(), places });
+    for (const [place, cap] of places) {
+      this.runningPerPlace.set(place, (this.runningPerPlace.get(place) ?? 0) + 1);
+      this.capOf.set(place, cap);
+    }
     void this.runOne(row).then((outcome) => {
       this.finished.push([row, outcome]);
       if (this.finished.length === 1) setImmediate(() => this.settleFinished());
@@ -457,9 +486,14 @@ export class Outbox {
       if (!running) continue;
       running.resolve();
       this.inFlight.delete(row.id);
-      const left = (this.runningPerTenant.get(running.tenant) ?? 1) - 1;
-      if (left > 0) this.runningPerTenant.set(running.tenant, left);
-      else this.runningPerTenant.delete(running.tenant);
+      for (const [place] of running.places) {
+        const left = (this.runningPerPlace.get(place) ?? 1) - 1;
+        if (left > 0) this.runningPerPlace.set(place, left);
+        else {
+          this.runningPerPlace.delete(place);
+          this.capOf.delete(place);
+        }
+      }
     }
     // Freed room: look for more due work once this turn is over (one look serves every task that ended in it).
     this.wakeSoon();

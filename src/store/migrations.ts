@@ -418,4 +418,12 @@ export const migrations: readonly string[] = [
     done_at INTEGER NOT NULL
   ) STRICT;
   `,
+  // 14: the destination a task waits on (a webhook endpoint's id, the consortium hub; '' for work done here),
+  // so that one destination that does not answer holds a few of its account's running places, not all of
+  // them (outbox/outbox.ts). Tasks written before have none.
+  `
+  ALTER TABLE outbox ADD COLUMN lane TEXT NOT NULL DEFAULT '';
+  DROP INDEX outbox_due;
+  CREATE INDEX outbox_due ON outbox(status, next_attempt_at, id, account_id, environment, lane);
+  `,
 ];

@@ -50,7 +50,8 @@ export function registerHttpDelivery(deps: HttpDeliveryDeps): void {
   const fanOut = deps.db.transaction((tenant: Tenant, event: WebhookEvent, body: string) => {
     for (const endpoint of repository.subscribers(tenant, "http", event.type)) {
       const payload: DeliveryPayload = { endpointId: endpoint.id, eventId: event.id, eventType: event.type, body };
-      outbox.enqueue(DELIVERY_TASK, tenant, payload);
+      // Each endpoint its own lane: one that does not answer holds a few running places, not its account's.
+      outbox.enqueue(DELIVERY_TASK, tenant, payload, { lane: endpoint.id });
     }
   });
   deps.events.addSink({
