@@ -1,3 +1,4 @@
+import http from "node:http";
 import http2 from "node:http2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as grpc from "@grpc/grpc-js";
@@ -219,4 +220,47 @@ describe("one port, four protocols", () => {
       }
     });
   }
+});
+
+describe("a gRPC-Web client over HTTP/1.1 sending past the size limit", () => {
+  it("gets RESOURCE_EXHAUSTED and its connection closed once it has its answer, not a wait for the request timeout", async () => {
+    const declared = 20 * 1024 * 1024;
+    const { port } = new URL(server.url);
+    const answer = await new Promise<{ body: string; written: number }>((resolve, reject) => {
+      const request = http.request({
+        host: "127.0.0.1",
+        port,
+        method: "POST",
+        path: "/fraud.v1.DecisionService/Decide",
+        headers: { "content-type": "application/grpc-web+proto", "content-length": String(declared + 5), "x-api-key": secret },
+      });
+      let written = 0;
+      let body = "";
+      request.on("response", (res) => {
+        res.setEncoding("latin1");
+        res.on("data", (text: string) => (body += text));
+      });
+      // The server closes the connection after the answer: the upload stops there, far short of 20 MiB.
+      request.on("socket", (socket) => socket.once("close", () => resolve({ body, written })));
+      request.on("error", (error: NodeJS.ErrnoException) => {
+        if (error.code !== "EPIPE" && error.code !== "ECONNRESET") reject(error);
+      });
+      const head = Buffer.alloc(5);
+      head.writeUInt32BE(declared, 1);
+      request.write(head);
+      const chunk = Buffer.alloc(64 * 1024, 1);
+      const pump = () => {
+        while (written < declared && !request.destroyed) {
+          written += chunk.length;
+          if (!request.write(chunk)) {
+            request.once("drain", pump);
+            return;
+          }
+        }
+      };
+      pump();
+    });
+    expect(answer.body).toMatch(/grpc-status: ?8/);
+    expect(answer.written).toBeLessThan(declared / 2);
+  });
 });

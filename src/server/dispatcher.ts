@@ -129,6 +129,11 @@ export class Dispatcher {
           if (unwaitable !== undefined) uReq.header.delete(unwaitable);
           const uRes = await rpc(uReq);
           grpcStatus = () => uRes.trailer?.get("grpc-status") ?? uRes.header?.get("grpc-status");
+          // An HTTP/1.1 client still sending when its answer is ready (a message over the limit, which the library
+          // stopped reading) would otherwise wait, blocked in its upload, until the request timeout: the
+          // connection closes after the answer, as the REST gateway's does. (Over HTTP/2, gRPC-Web and gRPC JSON
+          // calls over the limit still wait for that timeout: docs/api-decisions.md.)
+          if (!req.complete && !("stream" in res)) res.setHeader("connection", "close");
           await universalResponseToNodeResponse(uRes, res);
         }
       } else if (req.method === "OPTIONS") {
