@@ -66,6 +66,21 @@ describe("validateMessage", () => {
     expect(validateMessage(DecideRequestSchema, message)).toEqual([]);
   });
 
+  it("refuses metadata nested past 30 levels, as a REST body's 32 levels would, whatever the protocol", () => {
+    const nested = (levels: number): Record<string, unknown> => {
+      let value: Record<string, unknown> = { leaf: true };
+      for (let i = 1; i < levels; i++) value = { a: value };
+      return value;
+    };
+    const problems = (levels: number) => validateMessage(DecideRequestSchema, create(DecideRequestSchema, { userId: "u", action: "login", metadata: { m: nested(levels) } }));
+    // metadata (depth 0) holds "m" (1) and its chain.
+    expect(problems(30)).toEqual([]);
+    const refused = problems(31);
+    expect(refused).toHaveLength(1);
+    expect(refused[0]?.description).toBe("is nested deeper than 30 levels");
+    expect(refused[0]?.field).toMatch(/^metadata\.m(\.a)+$/);
+  });
+
   it("takes ISO 4217 currency codes only", () => {
     const problems = (currency: string) => validateMessage(DecideRequestSchema, create(DecideRequestSchema, { userId: "u", action: "checkout", amount: 10, currency }));
     for (const currency of ["EUR", "USD", "JPY", "CHF", "XAU", "XTS"]) expect(problems(currency), currency).toEqual([]);

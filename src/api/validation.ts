@@ -131,28 +131,38 @@ function compileFinite(field: DescField): Check {
  */
 const MAX_STRUCT_STRING = 1_024;
 const MAX_STRUCT_LIST = 100;
+/**
+ * Objects and lists inside a Struct, one in another: 30, so that a REST body (the request object and the
+ * Struct's own object around them) stays within its 32 levels, and every protocol refuses the same bodies.
+ */
+const MAX_STRUCT_DEPTH = 30;
 
 function compileStructValues(field: DescField): Check {
   return (message, prefix, out) => {
     const value = message[field.localName];
-    if (value !== undefined) structValues(value as JsonValue, prefix, field.jsonName, -1, out);
+    if (value !== undefined) structValues(value as JsonValue, prefix, field.jsonName, -1, out, 0);
   };
 }
 
-/** Checks one value inside a Struct; its path (parent, key, list index) is joined only to descend or to report. */
-function structValues(value: JsonValue, parent: string, key: string, index: number, out: Violation[]): void {
+/**
+ * Checks one value inside a Struct, `depth` objects and lists deep; its path (parent, key, list index) is
+ * joined only to descend or to report.
+ */
+function structValues(value: JsonValue, parent: string, key: string, index: number, out: Violation[], depth: number): void {
   if (typeof value === "number") {
     if (!Number.isFinite(value)) out.push({ field: pathOf(parent, key, index), description: "must be a finite number" });
   } else if (typeof value === "string") {
     if (codePointLength(value, MAX_STRUCT_STRING) > MAX_STRUCT_STRING) {
       out.push({ field: pathOf(parent, key, index), description: `must be at most ${MAX_STRUCT_STRING} characters` });
     }
+  } else if (value !== null && typeof value === "object" && depth > MAX_STRUCT_DEPTH) {
+    out.push({ field: pathOf(parent, key, index), description: `is nested deeper than ${MAX_STRUCT_DEPTH} levels` });
   } else if (Array.isArray(value)) {
     if (value.length > MAX_STRUCT_LIST) out.push({ field: pathOf(parent, key, index), description: `must have at most ${MAX_STRUCT_LIST} items` });
     else {
       // Items are named "<path>[i]": the list's own path is the prefix of each.
       const path = pathOf(parent, key, index);
-      for (let i = 0; i < value.length; i++) structValues(value[i] as JsonValue, "", path, i, out);
+      for (let i = 0; i < value.length; i++) structValues(value[i] as JsonValue, "", path, i, out, depth + 1);
     }
   } else if (value !== null && typeof value === "object") {
     const prefix = `${pathOf(parent, key, index)}.`;
@@ -161,7 +171,7 @@ function structValues(value: JsonValue, parent: string, key: string, index: numb
       if (codePointLength(child, MAX_STRUCT_STRING) > MAX_STRUCT_STRING) {
         out.push({ field: pathOf(parent, key, index), description: `has a key longer than ${MAX_STRUCT_STRING} characters` });
       } else {
-        structValues(value[child] as JsonValue, prefix, child, -1, out);
+        structValues(value[child] as JsonValue, prefix, child, -1, out, depth + 1);
       }
     }
   }
