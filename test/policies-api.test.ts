@@ -190,6 +190,18 @@ describe("policies acting on decisions", () => {
     expect((JSON.parse(stored.content) as { reasons: string[] }).reasons).toEqual(large.reasons);
   });
 
+  it("apply to analyze too: its active rules decide, over the fast path's signals; shadow ones are not tried", async () => {
+    await call<PolicyJson>("POST", "/api/v1/policies", { name: "Edge block", status: "active", priority: 97, actions: ["password_change"], rules: [{ condition: "userId == 'blocked_at_edge'", action: "deny" }] });
+    await call<PolicyJson>("POST", "/api/v1/policies", { name: "Edge shadow", status: "shadow", priority: 98, actions: ["password_change"], rules: [{ condition: "true", action: "deny" }] });
+    const analyze = async (userId: string) => {
+      const { status, body } = await call<{ decision: string; riskLevel: string; hasElevatedRisk: boolean; riskReasons: string[] }>("POST", "/api/v1/analyze", { userId, action: "password_change", ip: "81.2.69.160", ...HUMAN_DESKTOP });
+      expect(status).toBe(200);
+      return body;
+    };
+    expect(await analyze("blocked_at_edge")).toMatchObject({ decision: "deny", riskLevel: "low", hasElevatedRisk: true, riskReasons: ["POLICY_DENY"] });
+    expect(await analyze("someone_else")).toMatchObject({ decision: "allow", riskLevel: "low", hasElevatedRisk: false, riskReasons: [] });
+  });
+
   it("matches IP lists by CIDR range, honours entry expiry, and feeds deny lists to the engine", async () => {
     await call("PUT", "/api/v1/lists/blocked_ips", { kind: "ip", type: "deny" });
     const expiresAt = new Date(clock.now() + 60_000).toISOString();

@@ -1,3 +1,4 @@
+import type { JsonObject } from "@bufbuild/protobuf";
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { validateMessage } from "../src/api/validation.js";
@@ -67,8 +68,8 @@ describe("validateMessage", () => {
   });
 
   it("refuses metadata nested past 30 levels, as a REST body's 32 levels would, whatever the protocol", () => {
-    const nested = (levels: number): Record<string, unknown> => {
-      let value: Record<string, unknown> = { leaf: true };
+    const nested = (levels: number): JsonObject => {
+      let value: JsonObject = { leaf: true };
       for (let i = 1; i < levels; i++) value = { a: value };
       return value;
     };

@@ -19,6 +19,10 @@ import type { Tenant } from "../store/tenant.js";
 /** A tenant's policies, compiled, with their names and the live list entries. */
 export interface TenantPolicies {
   compiled: CompiledPolicy[];
+  /** The active ones, the built-in thresholds included: what analyze evaluates. */
+  active: CompiledPolicy[];
+  /** Whether any active policy is the account's own: without one, the score alone decides. */
+  hasOwnActive: boolean;
   byId: Map<string, { name: string; compiled: CompiledPolicy }>;
   lists: ListSnapshot;
   /** The deny lists (name and entry kind), for the engine's denylisted signal. */
@@ -124,8 +128,12 @@ export class PolicySets {
     // Lists without entries still exist for rules that name them.
     for (const [name, kind] of kinds) if (!definitionsOfLists.some((list) => list.name === name)) definitionsOfLists.push({ name, kind, entries: [] });
 
+    const compiled = [...byId.values()].map((entry) => entry.compiled);
+    const active = compiled.filter((policy) => policy.status === "active");
     const policies: TenantPolicies = {
-      compiled: [...byId.values()].map((entry) => entry.compiled),
+      compiled,
+      active,
+      hasOwnActive: active.some((policy) => !policy.builtIn),
       byId,
       lists: ListSnapshot.build(definitionsOfLists),
       denyLists: storedLists.filter((list) => list.type === "deny").map((list) => ({ name: list.name, kind: list.kind })),
@@ -145,6 +153,14 @@ export class PolicySets {
    */
   evaluate(policies: TenantPolicies, inputs: PolicyInputs): PolicyEvaluation {
     return evaluatePolicies(policies.compiled, { ...inputs, lists: policies.lists }, () => new TimeBudget(POLICY_BUDGET_MS));
+  }
+
+  /**
+   * Analyze's evaluation: the active policies only, within the same budget. Shadow policies are tried on
+   * decides, whose results are recorded and sent; an analysis keeps no record to show them in.
+   */
+  evaluateActive(policies: TenantPolicies, inputs: PolicyInputs): PolicyEvaluation {
+    return evaluatePolicies(policies.active, { ...inputs, lists: policies.lists }, () => new TimeBudget(POLICY_BUDGET_MS));
   }
 
   /** A stored decision evaluated again (backtests, in a thread of their own): every rule, whatever the time. */

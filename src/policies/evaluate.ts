@@ -60,9 +60,14 @@ export const POLICY_REASONS: Readonly<Record<RuleAction, string>> = {
  */
 export function decisionReasons(engineReasons: readonly string[], evaluation: PolicyEvaluation): string[] {
   const by = evaluation.decidedBy;
-  if (by === null || by.policyId === DEFAULT_POLICY.id) return [...engineReasons];
+  if (by === null || !decidedByOwnPolicy(evaluation)) return [...engineReasons];
   const rest = evaluation.decision === "allow" ? engineReasons : engineReasons.filter((reason) => reason !== "LOW_RISK");
   return [POLICY_REASONS[by.action], ...rest];
+}
+
+/** Whether a rule of the account's own policies decided, rather than the built-in thresholds or the score. */
+export function decidedByOwnPolicy(evaluation: PolicyEvaluation): boolean {
+  return evaluation.decidedBy !== null && evaluation.decidedBy.policyId !== DEFAULT_POLICY.id;
 }
 
 /** The error recorded on a policy whose remaining rules the budget cut off. */

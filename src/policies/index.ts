@@ -4,7 +4,7 @@
 
 export { compilePolicy, compilePolicyUncached, formatCompileError, PolicyCache } from "./compile.js";
 export { DEFAULT_POLICY } from "./default-policy.js";
-export { BUDGET_EXHAUSTED, POLICY_REASONS, decisionOf, decisionReasons, evaluatePolicies } from "./evaluate.js";
+export { BUDGET_EXHAUSTED, POLICY_REASONS, decidedByOwnPolicy, decisionOf, decisionReasons, evaluatePolicies } from "./evaluate.js";
 export type { EvaluationBudget, EvaluationContext, PolicyEvaluation, PolicyResult, RuleError } from "./evaluate.js";
 export { ListSnapshot, MAX_LIST_ENTRIES, MAX_LISTS, isUsableNewListName, isValidListName, normalizeListEntry } from "./lists.js";
 export type { ListDefinition, ListKind, ListMatcher } from "./lists.js";

@@ -21,7 +21,7 @@ import type { DecisionDetails, PolicyResultRecord } from "../decisions/record.js
 import type { DecisionWriter, PolicyEffects } from "../decisions/writer.js";
 import type { PolicySets, TenantPolicies } from "../decisions/policy-set.js";
 import type { Metrics } from "../observability/metrics.js";
-import { decisionReasons, type PolicyEvaluation, type PolicyResult } from "../policies/index.js";
+import { decidedByOwnPolicy, decisionReasons, type PolicyEvaluation, type PolicyResult } from "../policies/index.js";
 import {
   decideFromScore,
   deviceFingerprint,
@@ -291,6 +291,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       const ip = request.ip || clientIp;
       const input = engineInput(request, ip);
       const entities = entitiesOf(input);
+      const policies = deps.policies.forTenant(tenant, now);
       const outcome = await deps.engine.fast({
         tenant,
         input,
@@ -298,9 +299,16 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
         nowMs: now,
         weights: deps.weights.current(tenant),
         // A denylisted entity is a hard signal here as in decide: it never reads as low risk.
-        denylisted: onDenyList(deps.policies.forTenant(tenant, now), entities),
+        denylisted: onDenyList(policies, entities),
       });
       const { result } = outcome;
+      // The account's active policies decide here as in decide, over the fast path's signals (the store's
+      // categories are unavailable); without one of its own, the built-in thresholds, that is the score.
+      const evaluation = policies.hasOwnActive
+        ? deps.policies.evaluateActive(policies, { score: result.score, action: request.action, userId: request.userId, email: request.email, ip, deviceId: request.deviceId, metadata: request.metadata, signals: outcome.signals })
+        : undefined;
+      const decision = evaluation?.decision ?? decideFromScore(result.score);
+      const reasons = evaluation === undefined ? result.reasons : decisionReasons(result.reasons, evaluation);
       const fingerprint = deviceFingerprint(request.device, request.userAgent);
       // Keyed per account and environment: the same device has unrelated ids in test and live.
       const visitorId = `vis_${keyedId(tenant.accountId, `visitor:${tenant.environment}`, visitorKey(request.deviceId, request.device, fingerprint, ip))}`;
@@ -308,13 +316,14 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       const decisionId = newId("dec");
       deps.analyzeState.put(tenant, `visitor:${visitorId}`, { lastDecisionId: decisionId, riskLevel, score: result.score, at: now }, now + ANALYZE_STATE_TTL_MS);
       return {
-        decision: decideFromScore(result.score),
+        decision,
         riskLevel,
         visitorId,
         deviceFingerprintId: `dfp_${keyedId(tenant.accountId, `fingerprint:${tenant.environment}`, fingerprint.canonical)}`,
         deviceHash: fingerprint.deviceHash,
-        hasElevatedRisk: hasElevatedRisk(riskLevel),
-        riskReasons: result.reasons.filter((reason) => reason !== "LOW_RISK"),
+        // The band says how risky; a rule of the account's own that challenged or denied says so too.
+        hasElevatedRisk: hasElevatedRisk(riskLevel) || (evaluation !== undefined && decidedByOwnPolicy(evaluation) && decision !== "allow"),
+        riskReasons: reasons.filter((reason) => reason !== "LOW_RISK"),
         signalCoverage: analyzeCoverage(request, outcome.signals),
         processingTimeMs: round3(performance.now() - started),
         decisionId,
