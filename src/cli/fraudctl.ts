@@ -8,6 +8,8 @@ import type { AuditActor } from "../audit/entry.js";
 import { AuditLog } from "../audit/log.js";
 import { AuditSigner, importPublicKeyPem, publicKeyFingerprint } from "../audit/signer.js";
 import { verifyChain } from "../audit/verify.js";
+import { verifyPolicies } from "../audit/policies.js";
+import { PolicyRepository } from "../store/policies.js";
 import { KeyError, KeyService } from "../auth/key-service.js";
 import { ALL_PERMISSIONS, PUBLISHABLE_PERMISSIONS, isPermission, shownPermissions, type KeyKind, type Permission } from "../auth/keys.js";
 import { systemClock, type Clock } from "../clock.js";
@@ -113,7 +115,7 @@ export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv =
         case "keys":
           return keysCommand(command.action, rest, keys, accounts, io);
         case "audit":
-          return auditCommand(command.action, rest, auditStore, signer, io);
+          return auditCommand(command.action, rest, auditStore, new PolicyRepository(db), signer, io);
         case "dlq":
           return dlqCommand(command.action, rest, db, accounts, clock, io);
         case "consortium":
@@ -293,7 +295,7 @@ function cliActor(env: NodeJS.ProcessEnv): AuditActor {
   return user ? `cli:${user}` : "cli";
 }
 
-function auditCommand(action: Action<"audit">, args: string[], store: SqliteAuditStore, signer: AuditSigner, io: CliIo): number {
+function auditCommand(action: Action<"audit">, args: string[], store: SqliteAuditStore, policies: PolicyRepository, signer: AuditSigner, io: CliIo): number {
   if (action === "export-key") {
     parseArgs({ args, options: {}, strict: true });
     io.out(signer.exportPublicKeyPem());
@@ -313,8 +315,10 @@ function auditCommand(action: Action<"audit">, args: string[], store: SqliteAudi
       expectedHead = { seq: Number(match[1]), hash: match[2] as string };
     }
     const result = verifyChain(store.entries(), publicKey, { expectedHead });
+    // Only an intact chain vouches for the entries the stored policies are compared with.
+    const policyProblems = result.ok ? verifyPolicies(policies.all(), store.policyEntries(), publicKey) : [];
     if (values.json) {
-      io.out(JSON.stringify({ ...result, publicKey: publicKeyFingerprint(publicKey) }) + "\n");
+      io.out(JSON.stringify({ ...result, ok: result.ok && policyProblems.length === 0, policyProblems, publicKey: publicKeyFingerprint(publicKey) }) + "\n");
     } else if (result.firstProblem) {
       const problem = result.firstProblem;
       io.out(`audit log ${problem.kind.toUpperCase()} at seq ${problem.seq}${problem.id ? ` (entry ${problem.id})` : ""}: ${problem.message}\n`);
@@ -322,8 +326,11 @@ function auditCommand(action: Action<"audit">, args: string[], store: SqliteAudi
     } else {
       io.out(`audit log intact: ${result.checked} entries, signed by key ${publicKeyFingerprint(publicKey)}\n`);
       if (result.head) io.out(`head: ${result.head.seq}:${result.head.hash}  (pass it as --expected-head next time to detect a cut tail)\n`);
+      for (const problem of policyProblems) {
+        io.out(`policy ${problem.policyId} (account ${problem.accountId}, ${problem.environment}, version ${problem.version}) DOES NOT MATCH the audit log: ${problem.message}\n`);
+      }
     }
-    return result.ok ? 0 : 1;
+    return result.ok && policyProblems.length === 0 ? 0 : 1;
   }
   return handled(action);
 }

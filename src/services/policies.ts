@@ -10,7 +10,7 @@ import { definitionOf, type PolicySets } from "../decisions/policy-set.js";
 import { newId } from "../ids.js";
 import { DEFAULT_POLICY, compilePolicy, formatCompileError, type PolicyDefinition } from "../policies/index.js";
 import type { Db } from "../store/database.js";
-import type { PolicyRepository, StoredPolicy } from "../store/policies.js";
+import { policyContentHash, type PolicyRepository, type StoredPolicy } from "../store/policies.js";
 import type { Tenant } from "../store/tenant.js";
 import type { AuditActor } from "../audit/entry.js";
 import type { AuditTrail } from "../audit/log.js";
@@ -115,7 +115,7 @@ export function createPolicyService(deps: {
       actor,
       action: isNew ? "policy.created" : "policy.updated",
       subject: policy.id,
-      data: { version: policy.version, status: policy.status, priority: policy.priority, rules: policy.rules.length },
+      data: { version: policy.version, status: policy.status, priority: policy.priority, rules: policy.rules.length, contentHash: policyContentHash(policy) },
     });
   });
   const remove = deps.db.transaction((tenant: Tenant, policy: StoredPolicy, actor: AuditActor) => {

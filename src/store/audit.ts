@@ -18,6 +18,7 @@ export class SqliteAuditStore implements AuditStore {
   private readonly allStmt;
   private readonly pageStmt;
   private readonly decisionEntryStmt;
+  private readonly policyEntriesStmt;
   private readonly actionsOfStmt;
   private readonly appendTx;
   private readonly appendInTransaction;
@@ -37,6 +38,9 @@ export class SqliteAuditStore implements AuditStore {
        ORDER BY seq LIMIT @limit OFFSET @offset`,
     );
     this.decisionEntryStmt = db.prepare<[string], AuditRow>("SELECT * FROM audit_log WHERE action = 'decision.made' AND subject = ?");
+    this.policyEntriesStmt = db.prepare<[], AuditRow>(
+      "SELECT * FROM audit_log WHERE action IN ('policy.created', 'policy.updated', 'policy.deleted') ORDER BY seq",
+    );
     this.actionsOfStmt = db.prepare<[string, string, string], { action: string; subject: string | null; body: string }>(
       "SELECT action, subject, body FROM audit_log WHERE account_id = ? AND environment = ? AND action IN (SELECT value FROM json_each(?)) ORDER BY seq",
     );
@@ -84,6 +88,11 @@ export class SqliteAuditStore implements AuditStore {
   /** A tenant's entries of these actions, oldest first, as stored (not verified). */
   actionsOf(tenant: Tenant, actions: readonly string[]): Array<{ action: string; subject: string | null; body: string }> {
     return this.actionsOfStmt.all(tenant.accountId, tenant.environment, JSON.stringify(actions));
+  }
+
+  /** Every policy change's entry, oldest first, as stored (not verified). */
+  policyEntries(): AuditRecord[] {
+    return this.policyEntriesStmt.all().map(fromAuditRow);
   }
 
   /** A decision's decision.made entry, as stored (not verified). */

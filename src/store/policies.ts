@@ -1,3 +1,5 @@
+import crypto from "node:crypto";
+import { canonicalJson } from "../canonical-json.js";
 import type { RuleDefinition } from "../policies/index.js";
 import type { Db } from "./database.js";
 import type { Tenant } from "./tenant.js";
@@ -16,8 +18,19 @@ export interface StoredPolicy {
   updatedAt: number;
 }
 
+/**
+ * SHA-256 (hex) of what a policy version decides with, in canonical JSON: its signed audit entry records it,
+ * so that `fraudctl audit verify` finds a policy changed in the database behind the service's back.
+ */
+export function policyContentHash(policy: StoredPolicy): string {
+  const { id, name, description, status, rules, actions, priority, version } = policy;
+  return crypto.hash("sha256", canonicalJson({ id, name, description, status, rules, actions, priority, version }));
+}
+
 interface PolicyRow {
   id: string;
+  account_id: string;
+  environment: "test" | "live";
   name: string;
   description: string;
   status: StoredPolicy["status"];
@@ -54,8 +67,10 @@ export class PolicyRepository {
   private readonly versionStmt;
   private readonly snapshotStmt;
   private readonly countStmt;
+  private readonly allStmt;
 
   constructor(db: Db) {
+    this.allStmt = db.prepare<[], PolicyRow>("SELECT * FROM policies ORDER BY account_id, environment, id");
     this.listStmt = db.prepare<[string, string], PolicyRow>(
       "SELECT * FROM policies WHERE account_id = ? AND environment = ? ORDER BY priority DESC, created_at, id",
     );
@@ -87,6 +102,11 @@ export class PolicyRepository {
   atVersion(tenant: Tenant, id: string, version: number): StoredPolicy | undefined {
     const row = this.snapshotStmt.get(id, version, tenant.accountId, tenant.environment);
     return row && (JSON.parse(row.snapshot) as StoredPolicy);
+  }
+
+  /** Every tenant's policies (audit verification). */
+  all(): Array<{ tenant: Tenant; policy: StoredPolicy }> {
+    return this.allStmt.all().map((row) => ({ tenant: { accountId: row.account_id, environment: row.environment }, policy: toPolicy(row) }));
   }
 
   list(tenant: Tenant): StoredPolicy[] {

@@ -118,6 +118,47 @@ describe("audit log of the running service", () => {
   });
 });
 
+describe("policies against the signed audit log", () => {
+  it("names a policy changed in the database behind the service's back, or restored after its deletion", async () => {
+    const server = await startTestServer();
+    try {
+      const { keys } = server.createAccount("Policies");
+      const create = async (name: string) => {
+        const res = await fetch(`${server.url}/api/v1/policies`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-api-key": keys.live.secret },
+          body: JSON.stringify({ name, status: "active", rules: [{ condition: "amount > 1000", action: "deny" }] }),
+        });
+        return ((await res.json()) as { id: string }).id;
+      };
+      const kept = await create("Large payments");
+      const gone = await create("Short-lived");
+      expect((await fetch(`${server.url}/api/v1/policies/${gone}`, { method: "DELETE", headers: { "x-api-key": keys.live.secret } })).status).toBe(204);
+      const env = { FRAUD_DATA_DIR: server.dataDir };
+      expect((await runFraudctl(["audit", "verify"], env)).code).toBe(0);
+
+      const db = server.app.db;
+      const stored = db.prepare("SELECT * FROM policies WHERE id = ?").get(kept) as Record<string, unknown>;
+      db.prepare("UPDATE policies SET rules = replace(rules, '1000', '1000000') WHERE id = ?").run(kept);
+      db.prepare("INSERT INTO policies SELECT ?, account_id, environment, name, description, status, rules, actions, priority, version, created_at, updated_at FROM policies WHERE id = ?").run(gone, kept);
+      const tampered = await runFraudctl(["audit", "verify"], env);
+      expect(tampered.code).toBe(1);
+      expect(tampered.stdout).toMatch(/audit log intact/);
+      expect(tampered.stdout).toMatch(new RegExp(`policy ${kept} .*DOES NOT MATCH the audit log: its content differs`));
+      expect(tampered.stdout).toMatch(new RegExp(`policy ${gone} .*DOES NOT MATCH the audit log: it was deleted`));
+      const json = JSON.parse((await runFraudctl(["audit", "verify", "--json"], env)).stdout) as { ok: boolean; policyProblems: Array<{ policyId: string }> };
+      expect(json.ok).toBe(false);
+      expect(json.policyProblems.map((p) => p.policyId).sort()).toEqual([kept, gone].sort());
+      // Put back as it was, it matches again.
+      db.prepare("DELETE FROM policies WHERE id = ?").run(gone);
+      db.prepare("UPDATE policies SET rules = ? WHERE id = ?").run(stored.rules, kept);
+      expect((await runFraudctl(["audit", "verify"], env)).code).toBe(0);
+    } finally {
+      await server.close();
+    }
+  }, 60_000);
+});
+
 describe("fraudctl audit", () => {
   const dataDir = tempDir();
   const env = { FRAUD_DATA_DIR: dataDir, USER: "analyst" };
