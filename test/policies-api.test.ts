@@ -260,13 +260,18 @@ describe("policies acting on decisions", () => {
     expect(warnings[0]).toMatchObject({ level: "warn", version: legacy.version, name: "Deny Tor", errors: expect.stringMatching(/cannot be nested/) });
     const metrics = await (await fetch(`${server.url}/api/metrics`)).text();
     expect(metrics).toMatch(/fraud_policies_skipped_total\{kind="compile"\} 1/);
+    // A disabled policy is not compiled at all, so the same broken condition there is never reported.
+    const dormant = (await call<PolicyJson>("POST", "/api/v1/policies", { name: "Dormant", status: "disabled", rules: [{ condition: "score > 1", action: "deny" }] }, legacyKey)).body;
+    server.app.db.prepare("UPDATE policies SET rules = ? WHERE id = ?").run(JSON.stringify(rules), dormant.id);
+    await decideAsLegacy("legacy_3");
+    expect(server.logs.some((line) => (JSON.parse(line) as Record<string, unknown>).policyId === dormant.id)).toBe(false);
 
     // A backtest leaves it out as live decisions do, and says so.
     const draft = await call<{ data: { evaluated: number; skippedPolicies: Array<{ policyId: string; name: string; version: number; errors: string }> } }>(
       "POST", "/api/v1/policies/backtest", { rules: [{ condition: "score >= 90", action: "deny" }], window: { from: new Date(clock.now() - 3_600_000).toISOString(), to: new Date(clock.now() + 1000).toISOString() } }, legacyKey,
     );
     expect(draft.status).toBe(200);
-    expect(draft.body.data.evaluated).toBe(2);
+    expect(draft.body.data.evaluated).toBe(3);
     expect(draft.body.data.skippedPolicies).toEqual([{ policyId: legacy.id, name: "Deny Tor", version: legacy.version, errors: expect.stringMatching(/cannot be nested/) }]);
   });
 

@@ -106,7 +106,8 @@ export class PolicySets {
     const stored = this.policies.list(tenant);
     const definitions: Array<{ name: string; definition: PolicyDefinition }> = [
       { name: DEFAULT_POLICY.name, definition: DEFAULT_POLICY },
-      ...stored.filter((policy) => policy.id !== candidate?.id).map((policy) => ({ name: policy.name, definition: definitionOf(policy) })),
+      // Disabled policies are never evaluated: they cost no compile on the thread that answers requests.
+      ...stored.filter((policy) => policy.id !== candidate?.id && policy.status !== "disabled").map((policy) => ({ name: policy.name, definition: definitionOf(policy) })),
     ];
     if (candidate) definitions.push({ name: "(candidate)", definition: candidate });
     const byId = new Map<string, { name: string; compiled: CompiledPolicy }>();
