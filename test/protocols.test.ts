@@ -103,10 +103,19 @@ describe("one port, four protocols", () => {
         headers: { "content-type": "application/proto", "connect-protocol-version": "1" },
         body: new Uint8Array([0x0a, 0x64, 0x01]),
       });
-      // connect-es answers undecodable bytes 500 "internal"; the service counts them as the request's fault.
-      expect(junk.status).toBeGreaterThanOrEqual(400);
+      // connect-es calls undecodable bytes "internal" (500); the service answers them as the request's fault.
+      expect(junk.status).toBe(400);
+      expect(junk.headers.get("fraud-error-code")).toBe("VALIDATION_ERROR");
+      expect(((await junk.json()) as { code: string; message: string })).toMatchObject({ code: "invalid_argument", message: expect.stringMatching(/^parse binary: /) });
       expect(junk.headers.get("x-request-id")).toMatch(/^req_/);
     }
+    // gRPC-Web carries its status in the body's trailer frame: 3, not 13.
+    const frame = new Uint8Array([0, 0, 0, 0, 3, 0x0a, 0x64, 0x01]);
+    const web = await fetch(`${server.url}/fraud.v1.DecisionService/Decide`, { method: "POST", headers: { "content-type": "application/grpc-web+proto" }, body: frame });
+    const trailer = new TextDecoder().decode(new Uint8Array(await web.arrayBuffer()).subarray(5));
+    expect(trailer).toMatch(/^grpc-status: ?3\r$/m);
+    expect(trailer).toMatch(/grpc-message: parse(%20| )binary/);
+    expect(trailer).toMatch(/fraud-error-code: VALIDATION_ERROR/);
     expect((await malformed()) - before).toBe(30);
     const status = (await (await fetch(`${server.url}/api/v1/status?public=true`)).json()) as { data: { status: string; components: Array<{ name: string; status: string }> } };
     expect(status.data.status).toBe("operational");

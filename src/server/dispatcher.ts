@@ -14,6 +14,7 @@ import { keyHint, type Logger } from "../log.js";
 import type { HealthMonitor } from "../observability/health.js";
 import type { ComponentName, Metrics } from "../observability/metrics.js";
 import type { ClientIpResolver } from "./client-ip.js";
+import { asClientFault } from "./library-refusal.js";
 import { allowCrossOriginAnswer, allowsCrossOrigin, answerPreflight, preflightMethod } from "./cors.js";
 import type { RestGateway } from "./gateway.js";
 import { requestUrl } from "./request-url.js";
@@ -127,7 +128,10 @@ export class Dispatcher {
           const uReq = universalRequestFromNodeRequest(req, res, undefined, withCallContext(createContextValues(), context));
           const unwaitable = unwaitableDeadlineHeader(uReq.header);
           if (unwaitable !== undefined) uReq.header.delete(unwaitable);
-          const uRes = await rpc(uReq);
+          let uRes = await rpc(uReq);
+          // Refused by the RPC library before any interceptor saw the call: bytes that did not decode, among
+          // others. The client's fault, answered as such (library-refusal.ts).
+          if (context.error === undefined && context.handlerStartedAt === undefined) uRes = await asClientFault(uRes);
           grpcStatus = () => uRes.trailer?.get("grpc-status") ?? uRes.header?.get("grpc-status");
           // An HTTP/1.1 client still sending when its answer is ready (a message over the limit, which the library
           // stopped reading) would otherwise wait, blocked in its upload, until the request timeout: the
