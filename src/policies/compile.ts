@@ -6,7 +6,7 @@
 
 import { CelScalar, celEnv, celFunc, celList, celMethod, listType, mapType, parse, plan, type CelList, type CelValue } from "@bufbuild/cel";
 import { CheckError, checkCondition, literalsToDouble, type CheckedCondition, type Expr } from "./checker.js";
-import { charge, chargeText, meteredEquals, meteredIn } from "./cost.js";
+import { charge, chargeLookup, chargeText, meteredEquals, meteredIn } from "./cost.js";
 import { rewriteKeywords } from "./keywords.js";
 import { compiledPattern } from "./patterns.js";
 import { POLICY_STATUSES, RULE_ACTIONS } from "./model.js";
@@ -48,6 +48,10 @@ const ENV = celEnv({
     celFunc("_==_", [DYN, DYN], BOOL, meteredEquals),
     celFunc("_!=_", [DYN, DYN], BOOL, (left, right) => !meteredEquals(left, right)),
     celFunc("@in", [DYN, LIST], BOOL, meteredIn),
+    celFunc("@in", [STRING, MAP], BOOL, (key, map) => {
+      chargeLookup(key);
+      return map.has(key);
+    }),
     // Loops that build strings or lists could otherwise grow them without bound from a short condition
     // (three chained map()s each joining a hundred copies: gigabytes, and the process out of memory).
     celFunc("_+_", [STRING, STRING], STRING, (left, right) => {

@@ -89,9 +89,15 @@ class ExactMatcher implements ListMatcher {
   ) {}
 
   has(value: string): boolean {
-    return this.values.has(this.kind === "email" ? canonicalEmail(value) : value);
+    if (this.kind !== "email") return this.values.has(value);
+    // No address is longer (RFC 5321's 254, with room for spaces a client left): a longer text is no entry,
+    // and lowercasing it is what a rule that looks up long texts would spend its time on.
+    return value.length <= MAX_EMAIL_LOOKUP && this.values.has(canonicalEmail(value));
   }
 }
+
+/** The longest text an e-mail list looks up. */
+const MAX_EMAIL_LOOKUP = 320;
 
 class IpMatcher implements ListMatcher {
   readonly kind = "ip";

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   DEFAULT_POLICY,
+  ListSnapshot,
   PolicyCache,
   compilePolicy,
   compilePolicyUncached,
@@ -351,6 +352,15 @@ describe("what a rule may spend", () => {
     expect(outcome(`${thousand}.exists(x, ${terms})`)).toEqual(stopped);
     // The same loop with a cheap predicate runs to the end.
     expect(outcome(`${thousand}.exists(x, x == 999)`)).toEqual({ matched: true, errors: [] });
+  });
+
+  it("charges a key looked up in a named list by its length", () => {
+    const lists = ListSnapshot.build([{ name: "ips", kind: "ip", entries: ["10.0.0.0/8"] }]);
+    const thousand = `[${Array.from({ length: 1000 }, (_, i) => i).join(", ")}]`;
+    const lookups = Array.from({ length: 20 }, () => "metadata.s in lists.ips").join(" || ");
+    expect(outcome(`${thousand}.exists(x, ${lookups})`, { metadata: { s: "1".repeat(1024) }, lists })).toEqual(stopped);
+    // Short keys, as rules look up, cost next to nothing.
+    expect(outcome(`${thousand}.exists(x, ${lookups})`, { metadata: { s: "10.1.2.3" }, lists })).toEqual({ matched: true, errors: [] });
   });
 
   it("stays stopped when || would make something of the error", () => {
