@@ -1,7 +1,7 @@
 // Stored policies checked against their signed audit entries. The chain proves the entries unaltered; each
 // policy.created or policy.updated entry records the content hash of the version it saved, so a policy
 // changed in the database afterwards (a condition loosened, a rule removed) no longer matches the newest entry
-// about it, and one restored after its deletion matches none.
+// about it, one restored after its deletion matches none, and one removed without a deletion entry is missed.
 import type { KeyObject } from "node:crypto";
 import { policyContentHash, type StoredPolicy } from "../store/policies.js";
 import type { Tenant } from "../store/tenant.js";
@@ -51,6 +51,15 @@ export function verifyPolicies(
     if (typeof data?.contentHash !== "string") continue;
     if (data.version !== policy.version) problem(`the newest audit entry (seq ${entry.seq}) saved version ${String(data.version)}, the database holds ${policy.version}`);
     else if (data.contentHash !== policyContentHash(policy)) problem(`its content differs from what its audit entry (seq ${entry.seq}) recorded`);
+  }
+  // A policy the log says exists, gone from the database without its deletion recorded: the biggest loosening.
+  const stored = new Set(policies.map(({ policy }) => policy.id));
+  for (const [policyId, entry] of newest) {
+    if (stored.has(policyId) || entry.action === "policy.deleted") continue;
+    const data = entry.data as { version?: unknown; contentHash?: unknown } | null;
+    if (typeof data?.contentHash !== "string") continue;
+    const [accountId = "", environment = ""] = entry.tenant.split("/");
+    problems.push({ policyId, accountId, environment, version: Number(data.version), message: `its audit entry (seq ${entry.seq}) saved it, and no deletion is recorded, but the database no longer holds it` });
   }
   return problems;
 }

@@ -133,25 +133,30 @@ describe("policies against the signed audit log", () => {
       };
       const kept = await create("Large payments");
       const gone = await create("Short-lived");
+      const vanished = await create("Deny list check");
       expect((await fetch(`${server.url}/api/v1/policies/${gone}`, { method: "DELETE", headers: { "x-api-key": keys.live.secret } })).status).toBe(204);
       const env = { FRAUD_DATA_DIR: server.dataDir };
       expect((await runFraudctl(["audit", "verify"], env)).code).toBe(0);
 
       const db = server.app.db;
       const stored = db.prepare("SELECT * FROM policies WHERE id = ?").get(kept) as Record<string, unknown>;
+      const removed = db.prepare("SELECT * FROM policies WHERE id = ?").get(vanished) as Record<string, unknown>;
       db.prepare("UPDATE policies SET rules = replace(rules, '1000', '1000000') WHERE id = ?").run(kept);
+      db.prepare("DELETE FROM policies WHERE id = ?").run(vanished);
       db.prepare("INSERT INTO policies SELECT ?, account_id, environment, name, description, status, rules, actions, priority, version, created_at, updated_at FROM policies WHERE id = ?").run(gone, kept);
       const tampered = await runFraudctl(["audit", "verify"], env);
       expect(tampered.code).toBe(1);
       expect(tampered.stdout).toMatch(/audit log intact/);
       expect(tampered.stdout).toMatch(new RegExp(`policy ${kept} .*DOES NOT MATCH the audit log: its content differs`));
       expect(tampered.stdout).toMatch(new RegExp(`policy ${gone} .*DOES NOT MATCH the audit log: it was deleted`));
+      expect(tampered.stdout).toMatch(new RegExp(`policy ${vanished} .*DOES NOT MATCH the audit log: .*no longer holds it`));
       const json = JSON.parse((await runFraudctl(["audit", "verify", "--json"], env)).stdout) as { ok: boolean; policyProblems: Array<{ policyId: string }> };
       expect(json.ok).toBe(false);
-      expect(json.policyProblems.map((p) => p.policyId).sort()).toEqual([kept, gone].sort());
+      expect(json.policyProblems.map((p) => p.policyId).sort()).toEqual([kept, gone, vanished].sort());
       // Put back as it was, it matches again.
       db.prepare("DELETE FROM policies WHERE id = ?").run(gone);
       db.prepare("UPDATE policies SET rules = ? WHERE id = ?").run(stored.rules, kept);
+      db.prepare(`INSERT INTO policies (${Object.keys(removed).join(", ")}) VALUES (${Object.keys(removed).map(() => "?").join(", ")})`).run(...Object.values(removed));
       expect((await runFraudctl(["audit", "verify"], env)).code).toBe(0);
     } finally {
       await server.close();
