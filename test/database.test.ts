@@ -2,6 +2,8 @@ import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { DATABASE_FILE, openDatabase } from "../src/store/database.js";
+import { migrations } from "../src/store/migrations.js";
+import Database from "../src/store/sqlite-driver.cjs";
 import { tempDir } from "./helpers/server.js";
 
 const modeOf = (file: string) => fs.statSync(file).mode & 0o777;
@@ -24,6 +26,33 @@ describe("the database files", () => {
     fs.chmodSync(file, 0o644);
     const db = openDatabase(dataDir);
     expect(modeOf(file)).toBe(0o600);
+    db.close();
+  });
+});
+
+describe("migration 14", () => {
+  it("gives the outbox tasks written before it their lanes, from their payloads", () => {
+    const dataDir = tempDir("db-lanes-");
+    // A database as release 13 left it, with tasks pending and dead.
+    const old = new Database(path.join(dataDir, DATABASE_FILE));
+    for (const step of migrations.slice(0, 13)) old.exec(step);
+    old.pragma("user_version = 13");
+    const insert = old.prepare("INSERT INTO outbox (kind, account_id, environment, payload, status, next_attempt_at, created_at, updated_at) VALUES (?, 'acct', 'live', ?, ?, 0, 0, 0)");
+    insert.run("webhook.delivery", JSON.stringify({ endpointId: "whe_stuck", eventId: "evt_1", eventType: "decision.allow", body: "{}" }), "pending");
+    insert.run("webhook.delivery", JSON.stringify({ endpointId: "whe_gone", eventId: "evt_2", eventType: "decision.deny", body: "{}" }), "dead");
+    insert.run("consortium.share", JSON.stringify({ batchId: "cb_1", indicators: [] }), "pending");
+    insert.run("event", JSON.stringify({ body: "{}" }), "pending");
+    insert.run("webhook.delivery", "not json", "dead");
+    old.close();
+
+    const db = openDatabase(dataDir);
+    expect(db.prepare("SELECT kind, lane FROM outbox ORDER BY id").all()).toEqual([
+      { kind: "webhook.delivery", lane: "whe_stuck" },
+      { kind: "webhook.delivery", lane: "whe_gone" },
+      { kind: "consortium.share", lane: "consortium" },
+      { kind: "event", lane: "" },
+      { kind: "webhook.delivery", lane: "" },
+    ]);
     db.close();
   });
 });
