@@ -84,7 +84,7 @@ describe("validateMessage", () => {
 
   it("takes ISO 4217 currency codes only", () => {
     const problems = (currency: string) => validateMessage(DecideRequestSchema, create(DecideRequestSchema, { userId: "u", action: "checkout", amount: 10, currency }));
-    for (const currency of ["EUR", "USD", "JPY", "CHF", "XAU", "XTS"]) expect(problems(currency), currency).toEqual([]);
+    for (const currency of ["EUR", "USD", "JPY", "CHF", "VED", "XAU", "XTS"]) expect(problems(currency), currency).toEqual([]);
     expect(problems("ZZZ")).toEqual([{ field: "currency", description: "is not an ISO 4217 currency code" }]);
     expect(problems("eur")).toEqual([{ field: "currency", description: "must be an ISO 4217 code of three upper-case letters" }]);
   });

@@ -301,11 +301,13 @@ function compileFieldRules(field: DescField, rules: FieldRules): Check {
 
 /**
  * ISO 4217 codes: the currencies Node's ICU knows (current ones, and a few it still keeps after their
- * withdrawal, which stored histories may hold), with the standard's codes for precious metals, funds and
- * settlement units that ICU leaves out. A made-up code would start an amount history of its own.
+ * withdrawal, which stored histories may hold), with the standard's current codes that ICU leaves out: a
+ * recent currency, precious metals, funds and settlement units. A made-up code would start an amount history of its own.
  */
 const CURRENCIES: ReadonlySet<string> = new Set([
   ...Intl.supportedValuesOf("currency"),
+  // VED (Venezuela's digital bolívar, 2021) is in the standard but not in every ICU.
+  "VED",
   ...["XAU", "XAG", "XPT", "XPD", "XBA", "XBB", "XBC", "XBD", "XUA", "XTS", "XXX"],
   ...["BOV", "CHE", "CHW", "CLF", "COU", "MXV", "USN", "UYI", "UYW"],
 ]);
