@@ -132,7 +132,7 @@ describe("a full backtest queue", () => {
       const other = { url: backtests.url, key: backtests.createAccount("Other").keys.test.secret };
       const answers = await Promise.all([busy, busy, busy, other].map((target) => post("/api/v1/policies/backtest", draft, target)));
       expect(answers.map((a) => a.status)).toEqual([200, 200, 503, 200]);
-      expect(answers[2]).toMatchObject({ retryAfter: "5", body: { error: { code: "SERVICE_UNAVAILABLE", message: expect.stringMatching(/already has 2 backtests running or waiting/) } } });
+      expect(answers[2]).toMatchObject({ retryAfter: "5", body: { error: { code: "SERVICE_UNAVAILABLE", message: expect.stringMatching(/already has 2 backtests running or waiting in this environment: retry in 5 seconds$/) } } });
       // Once they are done, the account may backtest again.
       expect((await post("/api/v1/policies/backtest", draft, busy)).status).toBe(200);
     } finally {

@@ -35,7 +35,8 @@ export function errorInterceptor(logger: Logger): Interceptor {
         error = protocolFailure(context, raw);
       } else if (raw instanceof AtCapacityError) {
         // An overload the client can retry, not a fault.
-        error = apiError("SERVICE_UNAVAILABLE", `${raw.message}: retry in a second`, { retryAfterSeconds: raw.retryAfterSeconds, cause: raw });
+        const wait = raw.retryAfterSeconds === 1 ? "a second" : `${raw.retryAfterSeconds} seconds`;
+        error = apiError("SERVICE_UNAVAILABLE", `${raw.message}: retry in ${wait}`, { retryAfterSeconds: raw.retryAfterSeconds, cause: raw });
       } else {
         logger.log("error", "unhandled error", {
           requestId: context.requestId,

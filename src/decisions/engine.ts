@@ -115,7 +115,7 @@ export class DecisionEngine {
     const tenant = `${task.tenant.accountId}/${task.tenant.environment}`;
     const ofTenant = this.backtestsPerTenant.get(tenant) ?? 0;
     if (ofTenant >= BACKTESTS_PER_TENANT) {
-      throw new AtCapacityError(`this account already has ${BACKTESTS_PER_TENANT} backtests running or waiting in this environment; retry when one has finished`, 5);
+      throw new AtCapacityError(`this account already has ${BACKTESTS_PER_TENANT} backtests running or waiting in this environment`, 5);
     }
     this.backtestsUnfinished++;
     this.backtestsPerTenant.set(tenant, ofTenant + 1);

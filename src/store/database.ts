@@ -15,6 +15,9 @@ export const DATABASE_FILE = "fraud.db";
 export function openDatabase(dataDir: string, options: { readonly?: boolean } = {}): Db {
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const file = path.join(dataDir, DATABASE_FILE);
+  // Created for its owner only before SQLite opens it: a file SQLite created would be readable by others until
+  // the chmod below, and a descriptor opened in that moment would outlive it.
+  if (!options.readonly) fs.closeSync(fs.openSync(file, "a", 0o600));
   const db = new Database(file, { readonly: options.readonly ?? false });
   db.pragma("busy_timeout = 5000");
   if (!options.readonly) {
