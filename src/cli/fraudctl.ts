@@ -50,7 +50,8 @@ Usage:
   fraudctl keys rotate KEY [--json]     KEY is the key itself or its id (key_...)
   fraudctl keys revoke KEY [--json]
   fraudctl audit verify [--public-key FILE] [--expected-head SEQ:HASH] [--json]
-                        exit code 1 when the chain is broken
+                        exit code 1 when the chain is broken, or a stored policy
+                        differs from what the log recorded of it
   fraudctl audit export-key             the audit log's Ed25519 public key (PEM)
   fraudctl dlq list --account ID --env test|live [--limit N] [--offset N] [--json]
   fraudctl dlq replay ID --account ID --env test|live    ID is dlq_...
@@ -314,9 +315,13 @@ function auditCommand(action: Action<"audit">, args: string[], store: SqliteAudi
       if (!match) throw new UsageError("--expected-head must be SEQ:HASH, as printed by a previous verify");
       expectedHead = { seq: Number(match[1]), hash: match[2] as string };
     }
-    const result = verifyChain(store.entries(), publicKey, { expectedHead });
-    // Only an intact chain vouches for the entries the stored policies are compared with.
-    const policyProblems = result.ok ? verifyPolicies(policies.all(), store.policyEntries(), publicKey) : [];
+    // One read transaction: the chain, the policies and their entries as of one moment, so that a policy saved
+    // while the command runs (its row and its entry commit together) is never seen half.
+    const { result, policyProblems } = store.asOfOneMoment(() => {
+      const result = verifyChain(store.entries(), publicKey, { expectedHead });
+      // Only an intact chain vouches for the entries the stored policies are compared with.
+      return { result, policyProblems: result.ok ? verifyPolicies(policies.all(), store.policyEntries(), publicKey) : [] };
+    });
     if (values.json) {
       io.out(JSON.stringify({ ...result, ok: result.ok && policyProblems.length === 0, policyProblems, publicKey: publicKeyFingerprint(publicKey) }) + "\n");
     } else if (result.firstProblem) {
@@ -329,6 +334,7 @@ function auditCommand(action: Action<"audit">, args: string[], store: SqliteAudi
       for (const problem of policyProblems) {
         io.out(`policy ${problem.policyId} (account ${problem.accountId}, ${problem.environment}, version ${problem.version}) DOES NOT MATCH the audit log: ${problem.message}\n`);
       }
+      if (policyProblems.length > 0) io.out(`${policyProblems.length} stored ${policyProblems.length === 1 ? "policy does" : "policies do"} not match the log: changed behind the service's back\n`);
     }
     return result.ok && policyProblems.length === 0 ? 0 : 1;
   }

@@ -150,6 +150,7 @@ describe("policies against the signed audit log", () => {
       expect(tampered.stdout).toMatch(new RegExp(`policy ${kept} .*DOES NOT MATCH the audit log: its content differs`));
       expect(tampered.stdout).toMatch(new RegExp(`policy ${gone} .*DOES NOT MATCH the audit log: it was deleted`));
       expect(tampered.stdout).toMatch(new RegExp(`policy ${vanished} .*DOES NOT MATCH the audit log: .*no longer holds it`));
+      expect(tampered.stdout).toMatch(/^3 stored policies do not match the log: changed behind the service's back$/m);
       const json = JSON.parse((await runFraudctl(["audit", "verify", "--json"], env)).stdout) as { ok: boolean; policyProblems: Array<{ policyId: string }> };
       expect(json.ok).toBe(false);
       expect(json.policyProblems.map((p) => p.policyId).sort()).toEqual([kept, gone, vanished].sort());
