@@ -119,6 +119,65 @@ describe("outbox fairness", () => {
     await outbox.stop(1_000);
     fairDb.close();
   });
+
+  it("gives a lane whose last three attempts failed one place, until one succeeds", async () => {
+    const fairDb = openDatabase(tempDir());
+    const clock = new ManualClock();
+    const outbox = new Outbox(fairDb, clock, createLogger(() => undefined));
+    const tenant = { accountId: "acct_one", environment: "live" as const };
+    const releases: Array<() => void> = [];
+    let started = 0;
+    outbox.register("deliver", (task) => {
+      const { phase } = task.payload as { phase: string };
+      if (phase === "fail") return Promise.resolve({ kind: "retry", at: clock.now() + 3_600_000, error: "timeout" });
+      started++;
+      return new Promise<TaskOutcome>((resolve) => releases.push(() => resolve({ kind: "done" })));
+    });
+    for (let i = 0; i < 3; i++) outbox.enqueue("deliver", tenant, { phase: "fail" }, { lane: "whe_down" });
+    await outbox.drain();
+    // Three failures in a row: the lane now runs one task at a time.
+    for (let i = 0; i < 10; i++) outbox.enqueue("deliver", tenant, { phase: "hang" }, { lane: "whe_down" });
+    outbox.start();
+    await expect.poll(() => started, { timeout: 2_000 }).toBe(1);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(started).toBe(1);
+    // It succeeds: the lane has its four places again.
+    releases.shift()?.();
+    await expect.poll(() => started, { timeout: 2_000 }).toBe(5);
+    for (const release of releases.splice(0)) release();
+    await outbox.stop(1_000);
+    fairDb.close();
+  });
+
+  it("fans events out however many receivers hang, across however many accounts", async () => {
+    const fairDb = openDatabase(tempDir());
+    const outbox = new Outbox(fairDb, new ManualClock(), createLogger(() => undefined));
+    const releases: Array<() => void> = [];
+    let hanging = 0;
+    let fannedOut = false;
+    outbox.register("deliver", () => {
+      hanging++;
+      return new Promise<TaskOutcome>((resolve) => releases.push(() => resolve({ kind: "done" })));
+    });
+    outbox.register("event", () => {
+      fannedOut = true;
+      return Promise.resolve({ kind: "done" });
+    });
+    // Sixteen accounts, each with four endpoints that never answer, four deliveries each: 256 waiting.
+    for (let account = 0; account < 16; account++) {
+      for (let endpoint = 0; endpoint < 4; endpoint++) {
+        for (let i = 0; i < 4; i++) outbox.enqueue("deliver", { accountId: `acct_${account}`, environment: "live" }, {}, { lane: `whe_${account}_${endpoint}` });
+      }
+    }
+    outbox.enqueue("event", { accountId: "acct_other", environment: "live" }, {});
+    outbox.start();
+    await expect.poll(() => fannedOut, { timeout: 2_000 }).toBe(true);
+    // The receivers hold the service's network places, and no more.
+    expect(hanging).toBe(64);
+    for (const release of releases.splice(0)) release();
+    await outbox.stop(1_000);
+    fairDb.close();
+  });
 });
 
 

@@ -24,21 +24,28 @@ export type TaskHandler = (task: OutboxTask) => Promise<TaskOutcome>;
 
 /** Retry schedule of handlers that throw: 1 s, 5 s, 30 s, 2 min, 10 min, then the dead-letter queue. */
 const DEFAULT_BACKOFF_MS = [1_000, 5_000, 30_000, 120_000, 600_000];
-/** Tasks running at once; webhook deliveries wait on the network. */
-const BATCH = 64;
-/** How often the background runner looks past the due rows of lanes whose share is full. */
+/** How often the background runner looks past the due rows of places that are full. */
 const FULL_TENANT_LOOK_MS = 100;
 /**
- * Running places, so that no account, and no destination of one, holds them all. A task that waits on a
- * destination (its lane: a webhook endpoint, the consortium hub) takes one of its destination's
- * MAX_RUNNING_PER_LANE and one of its account's MAX_RUNNING_PER_TENANT_NETWORK; a task done here (events
- * fanned out, decision follow-ups) one of its account's MAX_RUNNING_PER_TENANT_LOCAL. A receiver that never
- * answers thus holds 4 places for its timeout, while its account's other endpoints, its events and the other
- * accounts' tasks run beside it.
+ * Running places, so that no account, no destination of one, and no kind of work holds them all. A task that
+ * waits on a destination (its lane: a webhook endpoint, the consortium hub) takes one of its lane's
+ * MAX_RUNNING_PER_LANE (one only, MAX_RUNNING_PER_FAILING_LANE, while the lane's last FAILING_STREAK attempts
+ * all failed: a receiver down or never answering), one of its account's MAX_RUNNING_PER_TENANT_NETWORK and one
+ * of the service's MAX_RUNNING_NETWORK. A task done here (events fanned out to endpoints and live streams,
+ * decision follow-ups) takes one of its account's MAX_RUNNING_PER_TENANT_LOCAL and one of the service's
+ * MAX_RUNNING_LOCAL, which receivers never take: however many of them hang, events go on being fanned out.
  */
 const MAX_RUNNING_PER_LANE = 4;
+const MAX_RUNNING_PER_FAILING_LANE = 1;
+const FAILING_STREAK = 3;
 const MAX_RUNNING_PER_TENANT_NETWORK = 16;
 const MAX_RUNNING_PER_TENANT_LOCAL = 8;
+const MAX_RUNNING_NETWORK = 64;
+const MAX_RUNNING_LOCAL = 16;
+/** Tasks running at once. */
+const BATCH = MAX_RUNNING_NETWORK + MAX_RUNNING_LOCAL;
+/** Lanes whose failures are remembered; past it the oldest are forgotten (and get their full share again). */
+const MAX_TRACKED_LANES = 10_000;
 /** The runner also looks for due tasks this often (tasks from other processes, retries). */
 const POLL_MS = 500;
 
@@ -157,16 +164,22 @@ function storedPayload(text: string): unknown {
   return payload === undefined ? { unparsed: text } : payload;
 }
 
+/** The service-wide places of network and of local work. */
+const ALL_NETWORK = "*|network";
+const ALL_LOCAL = "*|local";
+
 /**
- * The running places a task takes, each with its cap (see MAX_RUNNING_PER_LANE): written as the due query
- * writes them, so that it can pass over the full ones without reading their rows.
+ * The running places a task takes, each with its cap (see MAX_RUNNING_PER_LANE), its lane's place first:
+ * written as the due query writes them, so that it can pass over the full ones without reading their rows.
  */
-function placesOf(accountId: string | null, environment: string | null, lane: string): Array<[string, number]> {
+function placesOf(accountId: string | null, environment: string | null, lane: string, laneFailing: (place: string) => boolean): Array<[string, number]> {
   const tenant = `${accountId ?? ""}/${environment ?? ""}`;
-  if (lane === "") return [[`${tenant}|local`, MAX_RUNNING_PER_TENANT_LOCAL]];
+  if (lane === "") return [[`${tenant}|local`, MAX_RUNNING_PER_TENANT_LOCAL], [ALL_LOCAL, MAX_RUNNING_LOCAL]];
+  const place = `${tenant}|lane|${lane}`;
   return [
-    [`${tenant}|lane|${lane}`, MAX_RUNNING_PER_LANE],
+    [place, laneFailing(place) ? MAX_RUNNING_PER_FAILING_LANE : MAX_RUNNING_PER_LANE],
     [`${tenant}|network`, MAX_RUNNING_PER_TENANT_NETWORK],
+    [ALL_NETWORK, MAX_RUNNING_NETWORK],
   ];
 }
 
@@ -182,6 +195,7 @@ export const DUE_TASKS_SQL = `SELECT id, account_id, environment, lane FROM outb
   WHERE status = 'pending' AND next_attempt_at <= @dueBy
     AND ifnull(account_id, '') || '/' || ifnull(environment, '') || iif(lane = '', '|local', '|lane|' || lane) NOT IN (SELECT value FROM json_each(@full))
     AND (lane = '' OR ifnull(account_id, '') || '/' || ifnull(environment, '') || '|network' NOT IN (SELECT value FROM json_each(@full)))
+    AND iif(lane = '', '*|local', '*|network') NOT IN (SELECT value FROM json_each(@full))
   ORDER BY next_attempt_at, id LIMIT @limit`;
 
 interface OutboxRow {
@@ -233,6 +247,9 @@ export class Outbox {
   /** How many running tasks take each place (placesOf), and each place's cap while it has any. */
   private readonly runningPerPlace = new Map<string, number>();
   private readonly capOf = new Map<string, number>();
+  /** Failed attempts in a row, by lane place; a success forgets the lane. */
+  private readonly failuresInARow = new Map<string, number>();
+  private readonly laneFailing = (place: string): boolean => (this.failuresInARow.get(place) ?? 0) >= FAILING_STREAK;
   /** When the background runner last looked past full tenants' rows (performance.now()). */
   private lastLookPastFull = Number.NEGATIVE_INFINITY;
   private finished: Array<[OutboxRow, TaskOutcome]> = [];
@@ -441,7 +458,7 @@ export class Outbox {
     for (const due of this.dueStmt.all({ dueBy, full: JSON.stringify(past), limit: room + this.inFlight.size })) {
       if (this.inFlight.size >= BATCH) return false;
       if (this.inFlight.has(due.id)) continue;
-      const places = placesOf(due.account_id, due.environment, due.lane);
+      const places = placesOf(due.account_id, due.environment, due.lane, this.laneFailing);
       if (places.some(([place, cap]) => (this.runningPerPlace.get(place) ?? 0) >= cap)) {
         metFull = true;
         continue;
@@ -481,7 +498,8 @@ export class Outbox {
       setTimeout(() => this.settleFinished(), POLL_MS).unref();
       return;
     }
-    for (const [row] of batch) {
+    for (const [row, outcome] of batch) {
+      this.recordLaneOutcome(row, outcome);
       const running = this.inFlight.get(row.id);
       if (!running) continue;
       running.resolve();
@@ -497,6 +515,24 @@ export class Outbox {
     }
     // Freed room: look for more due work once this turn is over (one look serves every task that ended in it).
     this.wakeSoon();
+  }
+
+  /** A lane's failures in a row, and its places' cap with them: one place while it keeps failing. */
+  private recordLaneOutcome(row: OutboxRow, outcome: TaskOutcome): void {
+    if (row.lane === "") return;
+    const [place] = placesOf(row.account_id, row.environment, row.lane, this.laneFailing)[0] ?? [];
+    if (place === undefined) return;
+    const failures = this.failuresInARow.get(place) ?? 0;
+    // Deleted first, so that the lanes failing most lately are the last the bound forgets.
+    this.failuresInARow.delete(place);
+    if (outcome.kind !== "done") {
+      this.failuresInARow.set(place, failures + 1);
+      for (const oldest of this.failuresInARow.keys()) {
+        if (this.failuresInARow.size <= MAX_TRACKED_LANES) break;
+        this.failuresInARow.delete(oldest);
+      }
+    }
+    if (this.capOf.has(place)) this.capOf.set(place, this.laneFailing(place) ? MAX_RUNNING_PER_FAILING_LANE : MAX_RUNNING_PER_LANE);
   }
 
   private async runOne(row: OutboxRow): Promise<TaskOutcome> {
