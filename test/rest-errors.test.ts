@@ -70,6 +70,16 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     expect(body.error.message).toMatch(/not valid JSON/);
   });
 
+  it("refuses a key repeated in one object, as Connect does, recording nothing", async () => {
+    const before = (server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions").get() as { n: number }).n;
+    const { status, body } = await post("/api/v1/decide", '{"userId":"victim","action":"login","userId":"decoy"}');
+    expect(status).toBe(400);
+    expect(body.error.code).toBe("VALIDATION_ERROR");
+    expect(body.error.message).toBe('request body repeats the key "userId" in one object: which one was meant cannot be told');
+    expect((await post("/api/v1/decide", '{"userId":"u","action":"login","metadata":{"a":1,"a":2}}')).status).toBe(400);
+    expect((server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions").get() as { n: number }).n).toBe(before);
+  });
+
   it("refuses a body that is not valid UTF-8 instead of replacing the bytes", async () => {
     const body = Buffer.concat([Buffer.from('{"userId":"'), Buffer.from([0xc3, 0x28]), Buffer.from('","action":"login"}')]);
     const { status, body: error } = await post("/api/v1/decide", body);

@@ -22,6 +22,7 @@ import { SIXTY_FOUR_BIT, jsonShapeViolations } from "../api/json-shape.js";
 import type { UnaryInvoker } from "../api/unary-invoker.js";
 import { invalidRequest } from "../api/validation.js";
 import { readBody } from "./request-body.js";
+import { repeatedKey } from "./json-keys.js";
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
@@ -256,8 +257,10 @@ export class RestGateway {
       throw apiError("UNSUPPORTED_MEDIA_TYPE", `request bodies are read uncompressed: Content-Encoding ${encoding} is not supported`);
     }
     let parsed: unknown;
+    let text: string;
     try {
-      parsed = JSON.parse(UTF8.decode(body));
+      text = UTF8.decode(body);
+      parsed = JSON.parse(text);
     } catch (error) {
       if (error instanceof TypeError) throw apiError("VALIDATION_ERROR", "request body is not valid UTF-8");
       throw apiError("VALIDATION_ERROR", `request body is not valid JSON: ${(error as Error).message}`);
@@ -267,6 +270,10 @@ export class RestGateway {
     }
     if (depthExceeds(parsed, MAX_JSON_DEPTH)) {
       throw apiError("VALIDATION_ERROR", `request body is nested deeper than ${MAX_JSON_DEPTH} levels`);
+    }
+    const repeated = repeatedKey(text);
+    if (repeated !== undefined) {
+      throw apiError("VALIDATION_ERROR", `request body repeats the key ${JSON.stringify(repeated)} in one object: which one was meant cannot be told`);
     }
     return parsed as JsonObject;
   }

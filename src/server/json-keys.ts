@@ -1,0 +1,63 @@
+// JSON.parse keeps the last of repeated keys; Connect's JSON refuses them, and a proxy or log that reads the
+// first would see another request than the service decides on. So REST refuses them too. Run over text that
+// JSON.parse has accepted: only strings, objects and arrays need telling apart.
+
+/** Keys an object's list holds before it becomes a set. */
+const FEW_KEYS = 16;
+const QUOTE = 0x22;
+const QUOTE_CHARACTER = '"';
+const BACKSLASH = 0x5c;
+const COLON = 0x3a;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_OBJECT = 0x7d;
+const OPEN_ARRAY = 0x5b;
+const CLOSE_ARRAY = 0x5d;
+
+/** The first key an object of `json` (valid JSON) repeats, decoded; undefined when none does. */
+export function repeatedKey(json: string): string | undefined {
+  // The keys seen in each open object: a list while it holds a few (quicker than a set), then a set, so that
+  // an object of thousands of keys costs no more per key; null for an open array.
+  const open: Array<string[] | Set<string> | null> = [];
+  let at = 0;
+  while (at < json.length) {
+    const code = json.charCodeAt(at);
+    if (code === QUOTE) {
+      const end = stringEnd(json, at);
+      const keys = open[open.length - 1];
+      let next = end + 1;
+      if (keys) {
+        while (next < json.length && json.charCodeAt(next) <= 0x20) next++;
+        if (json.charCodeAt(next) === COLON) {
+          const raw = json.slice(at + 1, end);
+          // Compared decoded: "a" and "\u0061" are one key.
+          const key = raw.includes("\\") ? (JSON.parse(`"${raw}"`) as string) : raw;
+          if (Array.isArray(keys)) {
+            if (keys.includes(key)) return key;
+            if (keys.push(key) > FEW_KEYS) open[open.length - 1] = new Set(keys);
+          } else {
+            if (keys.has(key)) return key;
+            keys.add(key);
+          }
+        }
+      }
+      at = next;
+      continue;
+    }
+    if (code === OPEN_OBJECT) open.push([]);
+    else if (code === OPEN_ARRAY) open.push(null);
+    else if (code === CLOSE_OBJECT || code === CLOSE_ARRAY) open.pop();
+    at++;
+  }
+  return undefined;
+}
+
+/** Where the string that opens at `start` closes: the next quote not escaped by an odd run of backslashes. */
+function stringEnd(json: string, start: number): number {
+  let end = json.indexOf(QUOTE_CHARACTER, start + 1);
+  for (;;) {
+    let backslashes = 0;
+    while (json.charCodeAt(end - 1 - backslashes) === BACKSLASH) backslashes++;
+    if (backslashes % 2 === 0) return end;
+    end = json.indexOf(QUOTE_CHARACTER, end + 1);
+  }
+}
