@@ -116,6 +116,12 @@ describe("one port, four protocols", () => {
     expect(trailer).toMatch(/^grpc-status: ?3\r$/m);
     expect(trailer).toMatch(/grpc-message: parse(%20| )binary/);
     expect(trailer).toMatch(/fraud-error-code: VALIDATION_ERROR/);
+    // A streaming call reads its message inside the interceptors: the same answer, and no error logged.
+    const streamed = await fetch(`${server.url}/grpc.health.v1.Health/Watch`, { method: "POST", headers: { "content-type": "application/grpc-web+proto" }, body: frame });
+    const streamTrailer = new TextDecoder().decode(new Uint8Array(await streamed.arrayBuffer()).subarray(5));
+    expect(streamTrailer).toMatch(/^grpc-status: ?3\r$/m);
+    expect(streamTrailer).toMatch(/fraud-error-code: VALIDATION_ERROR/);
+    expect(server.logs.some((line) => line.includes('"unhandled error"'))).toBe(false);
     expect((await malformed()) - before).toBe(30);
     const status = (await (await fetch(`${server.url}/api/v1/status?public=true`)).json()) as { data: { status: string; components: Array<{ name: string; status: string }> } };
     expect(status.data.status).toBe("operational");

@@ -19,6 +19,9 @@ import { invalidRequest, validateMessage } from "./validation.js";
 
 export const REQUEST_ID_HEADER = "x-request-id";
 
+/** How connect-es's message starts when the bytes of a request message do not decode. */
+export const UNDECODABLE_MESSAGE = "parse binary: ";
+
 /** Normalises every failure into an apiError and never lets internals out. */
 export function errorInterceptor(logger: Logger): Interceptor {
   return (next) => async (req) => {
@@ -33,6 +36,10 @@ export function errorInterceptor(logger: Logger): Interceptor {
         error = raw;
       } else if (raw instanceof ConnectError && raw.cause === undefined && raw.code !== Code.Unknown && raw.code !== Code.Internal) {
         error = protocolFailure(context, raw);
+      } else if (raw instanceof ConnectError && raw.code === Code.Internal && raw.rawMessage.startsWith(UNDECODABLE_MESSAGE)) {
+        // A streaming call's message is read inside the interceptors: bytes that do not decode, which
+        // connect-es calls internal, are the client's fault (unary calls: server/library-refusal.ts).
+        error = protocolFailure(context, new ConnectError(raw.rawMessage, Code.InvalidArgument));
       } else if (raw instanceof AtCapacityError) {
         // An overload the client can retry, not a fault.
         const wait = raw.retryAfterSeconds === 1 ? "a second" : `${raw.retryAfterSeconds} seconds`;
