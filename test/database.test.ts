@@ -30,13 +30,13 @@ describe("the database files", () => {
   });
 });
 
-describe("migration 14", () => {
-  it("gives the outbox tasks written before it their lanes, from their payloads", () => {
+describe("migration 15", () => {
+  /** A database as release `version` left it, with tasks pending and dead, opened by this release. */
+  function upgradedFrom(version: number): Array<{ kind: string; lane: string }> {
     const dataDir = tempDir("db-lanes-");
-    // A database as release 13 left it, with tasks pending and dead.
     const old = new Database(path.join(dataDir, DATABASE_FILE));
-    for (const step of migrations.slice(0, 13)) old.exec(step);
-    old.pragma("user_version = 13");
+    for (const step of migrations.slice(0, version)) old.exec(step);
+    old.pragma(`user_version = ${version}`);
     const insert = old.prepare("INSERT INTO outbox (kind, account_id, environment, payload, status, next_attempt_at, created_at, updated_at) VALUES (?, 'acct', 'live', ?, ?, 0, 0, 0)");
     insert.run("webhook.delivery", JSON.stringify({ endpointId: "whe_stuck", eventId: "evt_1", eventType: "decision.allow", body: "{}" }), "pending");
     insert.run("webhook.delivery", JSON.stringify({ endpointId: "whe_gone", eventId: "evt_2", eventType: "decision.deny", body: "{}" }), "dead");
@@ -44,15 +44,24 @@ describe("migration 14", () => {
     insert.run("event", JSON.stringify({ body: "{}" }), "pending");
     insert.run("webhook.delivery", "not json", "dead");
     old.close();
-
     const db = openDatabase(dataDir);
-    expect(db.prepare("SELECT kind, lane FROM outbox ORDER BY id").all()).toEqual([
+    try {
+      return db.prepare("SELECT kind, lane FROM outbox ORDER BY id").all() as Array<{ kind: string; lane: string }>;
+    } finally {
+      db.close();
+    }
+  }
+
+  it("gives the outbox tasks written before lanes existed their lanes, from their payloads", () => {
+    const expected = [
       { kind: "webhook.delivery", lane: "whe_stuck" },
       { kind: "webhook.delivery", lane: "whe_gone" },
       { kind: "consortium.share", lane: "consortium" },
       { kind: "event", lane: "" },
       { kind: "webhook.delivery", lane: "" },
-    ]);
-    db.close();
+    ];
+    // From before migration 14, and from a database that ran 14 while it did not give lanes yet.
+    expect(upgradedFrom(13)).toEqual(expected);
+    expect(upgradedFrom(14)).toEqual(expected);
   });
 });

@@ -420,12 +420,17 @@ export const migrations: readonly string[] = [
   `,
   // 14: the destination a task waits on (a webhook endpoint's id, the consortium hub; '' for work done here),
   // so that one destination that does not answer holds a few of its account's running places, not all of
-  // them (outbox/outbox.ts). Tasks written before, pending or dead, get theirs from their payload.
+  // them (outbox/outbox.ts). Tasks written before have none: migration 15 gives them theirs.
   `
   ALTER TABLE outbox ADD COLUMN lane TEXT NOT NULL DEFAULT '';
-  UPDATE outbox SET lane = ifnull(json_extract(payload, '$.endpointId'), '') WHERE kind = 'webhook.delivery' AND json_valid(payload);
-  UPDATE outbox SET lane = 'consortium' WHERE kind = 'consortium.share';
   DROP INDEX outbox_due;
   CREATE INDEX outbox_due ON outbox(status, next_attempt_at, id, account_id, environment, lane);
+  `,
+  // 15: the tasks written before migration 14, pending or dead, get their lanes from their payloads (the
+  // endpoint of a delivery, the hub of a share); left in the local lane, a stuck endpoint's old deliveries
+  // would hold the places of its account's event fan-out.
+  `
+  UPDATE outbox SET lane = ifnull(json_extract(payload, '$.endpointId'), '') WHERE lane = '' AND kind = 'webhook.delivery' AND json_valid(payload);
+  UPDATE outbox SET lane = 'consortium' WHERE lane = '' AND kind = 'consortium.share';
   `,
 ];
