@@ -90,14 +90,14 @@ class ExactMatcher implements ListMatcher {
 
   has(value: string): boolean {
     if (this.kind !== "email") return this.values.has(value);
-    // No address is longer (RFC 5321's 254, with room for spaces a client left): a longer text is no entry,
-    // and lowercasing it is what a rule that looks up long texts would spend its time on.
+    // No entry is longer (320 characters, each at most two UTF-16 units): a longer text is none, and
+    // lowercasing it is what a rule that looks up long texts would spend its time on.
     return value.length <= MAX_EMAIL_LOOKUP && this.values.has(canonicalEmail(value));
   }
 }
 
-/** The longest text an e-mail list looks up. */
-const MAX_EMAIL_LOOKUP = 320;
+/** The longest text an e-mail list looks up, in UTF-16 units: what the 320 characters of an entry can take. */
+const MAX_EMAIL_LOOKUP = 2 * 320;
 
 class IpMatcher implements ListMatcher {
   readonly kind = "ip";

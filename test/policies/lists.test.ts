@@ -57,10 +57,13 @@ describe("lists in conditions", () => {
     expect(matched("email in lists.bad_emails", { email: "PERSON42@EXAMPLE.COM" })).toBe(true);
     expect(matched("deviceId in lists.bad_devices", { deviceId: `vis_${(77_777).toString(36)}` })).toBe(true);
     expect(matched("NOT (deviceId in lists.bad_devices)", { deviceId: "vis_unknown" })).toBe(true);
-    // No address is longer than 320 characters: a longer text is no entry, and is not lowercased to find out.
-    const padded = ListSnapshot.build([{ name: "long", kind: "email", entries: [`${"a".repeat(300)}@example.com`] }]);
-    expect(padded.contains("long", `${"A".repeat(300)}@example.com`)).toBe(true);
-    expect(padded.contains("long", `${"a".repeat(300)}@example.com${" ".repeat(100)}`)).toBe(false);
+    // No entry is longer than 320 characters: a text longer than they can take is none, and is not lowercased.
+    const long = `${"a".repeat(300)}@example.com`;
+    const emoji = `${"😀".repeat(165)}@example.com`; // 177 characters, 342 UTF-16 units
+    const padded = ListSnapshot.build([{ name: "long", kind: "email", entries: [long, emoji] }]);
+    expect(padded.contains("long", long.toUpperCase())).toBe(true);
+    expect(padded.contains("long", emoji)).toBe(true);
+    expect(padded.contains("long", `${long}${" ".repeat(400)}`)).toBe(false);
   });
 
   it("matches single IPv4 addresses and addresses inside listed IPv4 and IPv6 ranges", () => {
