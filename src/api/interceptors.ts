@@ -20,7 +20,7 @@ import { invalidRequest, validateMessage } from "./validation.js";
 export const REQUEST_ID_HEADER = "x-request-id";
 
 /** How connect-es's message starts when the bytes of a request message do not decode. */
-export const UNDECODABLE_MESSAGE = "parse binary: ";
+const UNDECODABLE_MESSAGE = "parse binary: ";
 
 /** Normalises every failure into an apiError and never lets internals out. */
 export function errorInterceptor(logger: Logger): Interceptor {

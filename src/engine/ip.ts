@@ -219,12 +219,6 @@ export function classifyIp(ip: ParsedIp): IpRangeType {
 }
 
 /**
- * A CIDR range written one way only: its first address in canonical form and
- * its prefix length, an IPv4-mapped IPv6 range as the IPv4 range it covers
- * (`10.1.2.3/16`, `10.1.0.0/16` and `::ffff:10.1.0.0/112` are all `10.1.0.0/16`).
- * Null when it does not parse.
- */
-/**
  * The network one client holds at a time: its IPv4 address, or the /64 of its IPv6 address (a household's or
  * a phone's prefix, which outlives the daily rotation of the address inside it; every IPv6 host can use any
  * address of its /64). The text as given when it is no address.
@@ -235,6 +229,12 @@ export function clientNetwork(ip: string): string {
   return parsed.version === 4 ? parsed.text : (canonicalCidr(`${parsed.text}/64`) ?? parsed.text);
 }
 
+/**
+ * A CIDR range written one way only: its first address in canonical form and
+ * its prefix length, an IPv4-mapped IPv6 range as the IPv4 range it covers
+ * (`10.1.2.3/16`, `10.1.0.0/16` and `::ffff:10.1.0.0/112` are all `10.1.0.0/16`).
+ * Null when it does not parse.
+ */
 export function canonicalCidr(text: string): string | null {
   const range = parseCidr(text);
   if (range === null) return null;

@@ -19,7 +19,6 @@ export function isFraudOutcome(outcome: ActualOutcome): boolean {
   return IS_FRAUD[outcome];
 }
 
-/** The other labels: the decision's request was the user's own. */
 /** The confidence from which a fraud label marks the decision's entities (graph, automatic deny lists, consortium). */
 export const MARKING_CONFIDENCE = 0.5;
 
@@ -28,6 +27,7 @@ export function marksEntities(label: { actualOutcome: ActualOutcome; confidence:
   return isFraudOutcome(label.actualOutcome) && label.confidence >= MARKING_CONFIDENCE;
 }
 
+/** The other labels: the decision's request was the user's own. */
 export const NOT_FRAUD_OUTCOMES: readonly ActualOutcome[] = (Object.keys(IS_FRAUD) as ActualOutcome[]).filter((outcome) => !IS_FRAUD[outcome]);
 
 /** Half the L1 distance: the weight that moved from some categories to others. */

@@ -79,6 +79,7 @@ export class SqliteAuditStore implements AuditStore {
   atomically<T>(work: () => T): T {
     return this.atomicTx.immediate(work) as T;
   }
+
   /**
    * Runs `work`'s reads in one read transaction: what it reads is the database as of one moment, while
    * writers go on (WAL); a long verification holds no lock anyone waits for.
@@ -86,7 +87,6 @@ export class SqliteAuditStore implements AuditStore {
   asOfOneMoment<T>(work: () => T): T {
     return this.atomicTx.deferred(work) as T;
   }
-
 
   /** Whether the decision has its decision.made entry (one per decision: a unique index). */
   hasDecisionEntry(decisionId: string): boolean {
