@@ -73,38 +73,34 @@ export function checkCondition(expr: Expr): CheckedCondition {
  */
 export function literalsToDouble(expr: Expr): void {
   const kind = expr.exprKind;
-  switch (kind.case) {
-    case "constExpr": {
-      const constant = kind.value.constantKind;
-      if (constant.case === "int64Value") {
-        kind.value.constantKind = { case: "doubleValue", value: Number(constant.value) };
-      } else if (constant.case === "uint64Value") {
-        kind.value.constantKind = { case: "doubleValue", value: Number(constant.value) };
-      }
-      return;
-    }
-    case "selectExpr":
-      if (kind.value.operand !== undefined) literalsToDouble(kind.value.operand);
-      return;
-    case "callExpr":
-      if (kind.value.target !== undefined) literalsToDouble(kind.value.target);
-      kind.value.args.forEach(literalsToDouble);
-      return;
-    case "listExpr":
-      kind.value.elements.forEach(literalsToDouble);
-      return;
-    case "comprehensionExpr":
-      for (const part of comprehensionParts(kind.value)) literalsToDouble(part);
-      return;
-    default:
-      // Identifiers have no literals; struct literals are refused by the checker.
-      return;
+  if (kind.case !== "constExpr") {
+    // Identifiers have no literals; struct literals are refused by the checker.
+    subexpressions(expr).forEach(literalsToDouble);
+    return;
+  }
+  const constant = kind.value.constantKind;
+  if (constant.case === "int64Value" || constant.case === "uint64Value") {
+    kind.value.constantKind = { case: "doubleValue", value: Number(constant.value) };
   }
 }
 
-function comprehensionParts(value: Comprehension): Expr[] {
-  const { iterRange, accuInit, loopCondition, loopStep, result } = value;
-  return [iterRange, accuInit, loopCondition, loopStep, result].filter((part) => part !== undefined);
+/** The expressions directly inside `expr`, for the walks over a condition (here and in compile.ts). */
+export function subexpressions(expr: Expr): Expr[] {
+  const kind = expr.exprKind;
+  switch (kind.case) {
+    case "selectExpr":
+      return kind.value.operand === undefined ? [] : [kind.value.operand];
+    case "callExpr":
+      return kind.value.target === undefined ? kind.value.args : [kind.value.target, ...kind.value.args];
+    case "listExpr":
+      return kind.value.elements;
+    case "comprehensionExpr": {
+      const { iterRange, accuInit, loopCondition, loopStep, result } = kind.value;
+      return [iterRange, accuInit, loopCondition, loopStep, result].filter((part) => part !== undefined);
+    }
+    default:
+      return [];
+  }
 }
 
 function typeOf(expr: Expr, scope: Scope, uses: Uses): ValueType {

@@ -5,8 +5,8 @@
 // with the rule index and position, never at decision time.
 
 import { CelScalar, celEnv, celFunc, celList, celMethod, listType, mapType, parse, plan, type CelList, type CelValue } from "@bufbuild/cel";
-import { CheckError, checkCondition, literalsToDouble, type CheckedCondition, type Expr } from "./checker.js";
-import { charge, chargeLookup, chargeText, meteredEquals, meteredIn } from "./cost.js";
+import { CheckError, checkCondition, literalsToDouble, subexpressions, type CheckedCondition, type Expr } from "./checker.js";
+import { charge, chargeCopy, chargeLookup, chargeText, meteredEquals, meteredIn } from "./cost.js";
 import { rewriteKeywords } from "./keywords.js";
 import { compiledPattern } from "./patterns.js";
 import { POLICY_STATUSES, RULE_ACTIONS } from "./model.js";
@@ -60,12 +60,12 @@ const ENV = celEnv({
       chargeText(joined);
       return joined;
     }),
-    // Copied into a flat list (16 items a step): CEL's own concatenation nests, and map() and filter() build
+    // Copied into a flat list: CEL's own concatenation nests, and map() and filter() build
     // their results one item at a time, so reading a list a loop built went through a generator per item
     // added before it. A loop that builds an n-item list still copies about n²/2 items, and is charged for it.
     celFunc("_+_", [LIST, LIST], LIST, (left, right) => {
       if (left.size + right.size > MAX_BUILT_LIST) throw new Error(`a list built by the rule would pass ${MAX_BUILT_LIST} items`);
-      charge(1 + Math.floor((left.size + right.size) / 16));
+      chargeCopy(left.size + right.size);
       return celList(joinLists(left, right));
     }),
     celFunc("size", [STRING], DOUBLE, (text) => {
@@ -127,7 +127,7 @@ function joinLists(left: CelList, right: CelList): CelValue[] {
 function meterLoops(expr: Expr): void {
   let nextId = maxId(expr) + 1n;
   const visit = (node: Expr): void => {
-    children(node).forEach(visit);
+    subexpressions(node).forEach(visit);
     if (node.exprKind.case !== "comprehensionExpr") return;
     const loop = node.exprKind.value;
     if (loop.loopCondition === undefined || loop.loopStep === undefined) return;
@@ -145,30 +145,12 @@ function meterLoops(expr: Expr): void {
   visit(expr);
 }
 
-function children(node: Expr): Expr[] {
-  const kind = node.exprKind;
-  switch (kind.case) {
-    case "selectExpr":
-      return kind.value.operand === undefined ? [] : [kind.value.operand];
-    case "callExpr":
-      return kind.value.target === undefined ? kind.value.args : [kind.value.target, ...kind.value.args];
-    case "listExpr":
-      return kind.value.elements;
-    case "comprehensionExpr": {
-      const { iterRange, accuInit, loopCondition, loopStep, result } = kind.value;
-      return [iterRange, accuInit, loopCondition, loopStep, result].filter((part) => part !== undefined);
-    }
-    default:
-      return [];
-  }
-}
-
 function countNodes(node: Expr): number {
-  return children(node).reduce((sum, child) => sum + countNodes(child), 1);
+  return subexpressions(node).reduce((sum, child) => sum + countNodes(child), 1);
 }
 
 function maxId(node: Expr): bigint {
-  return children(node).reduce((max, child) => {
+  return subexpressions(node).reduce((max, child) => {
     const id = maxId(child);
     return id > max ? id : max;
   }, node.id);

@@ -15,8 +15,9 @@ export const STEP_LIMIT_MESSAGE = `the rule stopped after ${RULE_STEP_LIMIT} ste
 /** Steps a key looked up costs besides its length (chargeLookup). */
 const LOOKUP_STEPS = 10;
 
-/** Characters of a string searched or copied per step. */
+/** Characters of a string searched or copied, or items of a list copied, per step. */
 const CHARACTERS_PER_STEP = 16;
+const ITEMS_PER_STEP = 16;
 
 // Rules run synchronously, one at a time per thread, so one counter per thread serves.
 let steps = 0;
@@ -43,6 +44,11 @@ export function charge(n: number): void {
 
 export function chargeText(text: string): void {
   charge(1 + Math.floor(text.length / CHARACTERS_PER_STEP));
+}
+
+/** `items` list items copied. */
+export function chargeCopy(items: number): void {
+  charge(1 + Math.floor(items / ITEMS_PER_STEP));
 }
 
 /**
