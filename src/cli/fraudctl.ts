@@ -320,7 +320,7 @@ function auditCommand(action: Action<"audit">, args: string[], store: SqliteAudi
     const { result, policyProblems } = store.asOfOneMoment(() => {
       const result = verifyChain(store.entries(), publicKey, { expectedHead });
       // Only an intact chain vouches for the entries the stored policies are compared with.
-      return { result, policyProblems: result.ok ? verifyPolicies(policies.all(), store.policyEntries(), publicKey) : [] };
+      return { result, policyProblems: result.ok ? verifyPolicies(policies.all(), store.policyEntries()) : [] };
     });
     if (values.json) {
       io.out(JSON.stringify({ ...result, ok: result.ok && policyProblems.length === 0, policyProblems, publicKey: publicKeyFingerprint(publicKey) }) + "\n");
