@@ -19,7 +19,7 @@ import type { Clock } from "../clock.js";
 import type { DecisionEngine } from "../decisions/engine.js";
 import type { DecisionDetails, PolicyResultRecord } from "../decisions/record.js";
 import type { DecisionWriter, PolicyEffects } from "../decisions/writer.js";
-import type { PolicySets, TenantPolicies } from "../decisions/policy-set.js";
+import type { PolicyInputs, PolicySets, TenantPolicies } from "../decisions/policy-set.js";
 import type { Metrics } from "../observability/metrics.js";
 import { decidedByOwnPolicy, decisionReasons, type PolicyEvaluation, type PolicyResult } from "../policies/index.js";
 import {
@@ -145,6 +145,21 @@ function entitiesOf(input: EngineInput): DecisionEntities {
 
 const round3 = (value: number) => Math.round(value * 1000) / 1000;
 
+/** What policy rules read of a decide or an analyze (analyze has no amount). */
+function policyInputs(request: DecideRequest | AnalyzeRequest, ip: string, score: number, signals: Signals): PolicyInputs {
+  return {
+    score,
+    action: request.action,
+    userId: request.userId,
+    ...("amount" in request && { amount: request.amount, currency: request.currency }),
+    email: request.email,
+    ip,
+    deviceId: request.deviceId,
+    metadata: request.metadata,
+    signals,
+  };
+}
+
 export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<typeof DecisionService> {
   const hashKeys = new Map<string, Buffer>();
   const keyedId = (accountId: string, purpose: string, value: string): string => {
@@ -188,18 +203,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       const task = { tenant, input, entities, nowMs: now, weights, denylisted };
       const { outcome, comprehensiveInTime, late } = await deps.engine.decide(task);
       const { result, signals } = outcome;
-      const evaluation = deps.policies.evaluate(policies, {
-        score: result.score,
-        action: request.action,
-        userId: request.userId,
-        amount: request.amount,
-        currency: request.currency,
-        email: request.email,
-        ip,
-        deviceId: request.deviceId,
-        metadata: request.metadata,
-        signals,
-      });
+      const evaluation = deps.policies.evaluate(policies, policyInputs(request, ip, result.score, signals));
       const policyResults = [...evaluation.results, ...evaluation.shadowResults];
       const ruleErrors = policyResults.reduce((sum, r) => sum + r.errors.length, 0);
       if (ruleErrors > 0) deps.metrics.increment("fraud_policy_rule_errors_total", "Policy rules that failed at evaluation time.", "evaluation", ruleErrors);
@@ -305,7 +309,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       // The account's active policies decide here as in decide, over the fast path's signals (the store's
       // categories are unavailable); without one of its own, the built-in thresholds, that is the score.
       const evaluation = policies.hasOwnActive
-        ? deps.policies.evaluateActive(policies, { score: result.score, action: request.action, userId: request.userId, email: request.email, ip, deviceId: request.deviceId, metadata: request.metadata, signals: outcome.signals })
+        ? deps.policies.evaluateActive(policies, policyInputs(request, ip, result.score, outcome.signals))
         : undefined;
       const decision = evaluation?.decision ?? decideFromScore(result.score);
       const reasons = evaluation === undefined ? result.reasons : decisionReasons(result.reasons, evaluation);
