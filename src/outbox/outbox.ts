@@ -25,7 +25,7 @@ export type TaskHandler = (task: OutboxTask) => Promise<TaskOutcome>;
 /** Retry schedule of handlers that throw: 1 s, 5 s, 30 s, 2 min, 10 min, then the dead-letter queue. */
 const DEFAULT_BACKOFF_MS = [1_000, 5_000, 30_000, 120_000, 600_000];
 /** How often the background runner looks past the due rows of places that are full. */
-const FULL_TENANT_LOOK_MS = 100;
+const FULL_PLACES_LOOK_MS = 100;
 /**
  * Running places, so that no account, no destination of one, and no kind of work holds them all. A task that
  * waits on a destination (its lane: a webhook endpoint, the consortium hub) takes one of its lane's
@@ -168,19 +168,19 @@ function storedPayload(text: string): unknown {
 const ALL_NETWORK = "*|network";
 const ALL_LOCAL = "*|local";
 
+/** The place of a task's lane: its destination, within its account and environment. */
+function lanePlace(accountId: string | null, environment: string | null, lane: string): string {
+  return `${accountId ?? ""}/${environment ?? ""}|lane|${lane}`;
+}
+
 /**
- * The running places a task takes, each with its cap (see MAX_RUNNING_PER_LANE), its lane's place first:
- * written as the due query writes them, so that it can pass over the full ones without reading their rows.
+ * The running places a task takes (see MAX_RUNNING_PER_LANE), written as the due query writes them, so that
+ * it can pass over the full ones without reading their rows.
  */
-function placesOf(accountId: string | null, environment: string | null, lane: string, laneFailing: (place: string) => boolean): Array<[string, number]> {
+function placesOf(accountId: string | null, environment: string | null, lane: string): string[] {
   const tenant = `${accountId ?? ""}/${environment ?? ""}`;
-  if (lane === "") return [[`${tenant}|local`, MAX_RUNNING_PER_TENANT_LOCAL], [ALL_LOCAL, MAX_RUNNING_LOCAL]];
-  const place = `${tenant}|lane|${lane}`;
-  return [
-    [place, laneFailing(place) ? MAX_RUNNING_PER_FAILING_LANE : MAX_RUNNING_PER_LANE],
-    [`${tenant}|network`, MAX_RUNNING_PER_TENANT_NETWORK],
-    [ALL_NETWORK, MAX_RUNNING_NETWORK],
-  ];
+  if (lane === "") return [`${tenant}|local`, ALL_LOCAL];
+  return [lanePlace(accountId, environment, lane), `${tenant}|network`, ALL_NETWORK];
 }
 
 function tenantOf(row: OutboxRow): Tenant | undefined {
@@ -243,14 +243,12 @@ export class Outbox {
   private abandoned = false;
   private wakePending = false;
   /** Tasks running now, by row id, with the places they take; settles when the task's outcome is recorded. */
-  private readonly inFlight = new Map<number, { settled: Promise<void>; resolve(): void; places: Array<[string, number]> }>();
-  /** How many running tasks take each place (placesOf), and each place's cap while it has any. */
+  private readonly inFlight = new Map<number, { settled: Promise<void>; resolve(): void; places: string[] }>();
+  /** How many running tasks take each place (placesOf). */
   private readonly runningPerPlace = new Map<string, number>();
-  private readonly capOf = new Map<string, number>();
   /** Failed attempts in a row, by lane place; a success forgets the lane. */
   private readonly failuresInARow = new Map<string, number>();
-  private readonly laneFailing = (place: string): boolean => (this.failuresInARow.get(place) ?? 0) >= FAILING_STREAK;
-  /** When the background runner last looked past full tenants' rows (performance.now()). */
+  /** When the background runner last looked past full places' rows (performance.now()). */
   private lastLookPastFull = Number.NEGATIVE_INFINITY;
   private finished: Array<[OutboxRow, TaskOutcome]> = [];
 
@@ -435,17 +433,17 @@ export class Outbox {
    */
   private startDue(dueBy = this.clock.now(), background = false): number | undefined {
     if (this.abandoned) return undefined;
-    // The head of the queue first: cheap, and all there is to it unless a tenant's share is full.
+    // The head of the queue first: cheap, and all there is to it unless a place is full.
     if (!this.look(dueBy, [])) return undefined;
     // Then past the places that are full: that walks all their due rows (7 ms for 50,000), so the background
-    // runner, woken by every enqueue and every completion, does it at most every FULL_TENANT_LOOK_MS and comes
+    // runner, woken by every enqueue and every completion, does it at most every FULL_PLACES_LOOK_MS and comes
     // back when that time is up.
     if (background) {
-      const wait = this.lastLookPastFull + FULL_TENANT_LOOK_MS - performance.now();
+      const wait = this.lastLookPastFull + FULL_PLACES_LOOK_MS - performance.now();
       if (wait > 0) return wait;
       this.lastLookPastFull = performance.now();
     }
-    const full = [...this.runningPerPlace].filter(([place, running]) => running >= (this.capOf.get(place) ?? 0)).map(([place]) => place);
+    const full = [...this.runningPerPlace].filter(([place, running]) => running >= this.capOf(place)).map(([place]) => place);
     this.look(dueBy, full);
     return undefined;
   }
@@ -458,8 +456,8 @@ export class Outbox {
     for (const due of this.dueStmt.all({ dueBy, full: JSON.stringify(past), limit: room + this.inFlight.size })) {
       if (this.inFlight.size >= BATCH) return false;
       if (this.inFlight.has(due.id)) continue;
-      const places = placesOf(due.account_id, due.environment, due.lane, this.laneFailing);
-      if (places.some(([place, cap]) => (this.runningPerPlace.get(place) ?? 0) >= cap)) {
+      const places = placesOf(due.account_id, due.environment, due.lane);
+      if (places.some((place) => (this.runningPerPlace.get(place) ?? 0) >= this.capOf(place))) {
         metFull = true;
         continue;
       }
@@ -469,13 +467,19 @@ export class Outbox {
     return metFull;
   }
 
-  private begin(row: OutboxRow, places: Array<[string, number]>): void {
+  /** How many tasks may take `place` at once; a lane's cap follows its failures. */
+  private capOf(place: string): number {
+    if (place === ALL_NETWORK) return MAX_RUNNING_NETWORK;
+    if (place === ALL_LOCAL) return MAX_RUNNING_LOCAL;
+    // Checked before the tenant places: a lane could be named "network".
+    if (place.includes("|lane|")) return (this.failuresInARow.get(place) ?? 0) >= FAILING_STREAK ? MAX_RUNNING_PER_FAILING_LANE : MAX_RUNNING_PER_LANE;
+    return place.endsWith("|local") ? MAX_RUNNING_PER_TENANT_LOCAL : MAX_RUNNING_PER_TENANT_NETWORK;
+  }
+
+  private begin(row: OutboxRow, places: string[]): void {
     let settled!: () => void;
     this.inFlight.set(row.id, { settled: new Promise<void>((resolve) => (settled = resolve)), resolve: () => settled(), places });
-    for (const [place, cap] of places) {
-      this.runningPerPlace.set(place, (this.runningPerPlace.get(place) ?? 0) + 1);
-      this.capOf.set(place, cap);
-    }
+    for (const place of places) this.runningPerPlace.set(place, (this.runningPerPlace.get(place) ?? 0) + 1);
     void this.runOne(row).then((outcome) => {
       this.finished.push([row, outcome]);
       if (this.finished.length === 1) setImmediate(() => this.settleFinished());
@@ -504,35 +508,29 @@ export class Outbox {
       if (!running) continue;
       running.resolve();
       this.inFlight.delete(row.id);
-      for (const [place] of running.places) {
+      for (const place of running.places) {
         const left = (this.runningPerPlace.get(place) ?? 1) - 1;
         if (left > 0) this.runningPerPlace.set(place, left);
-        else {
-          this.runningPerPlace.delete(place);
-          this.capOf.delete(place);
-        }
+        else this.runningPerPlace.delete(place);
       }
     }
     // Freed room: look for more due work once this turn is over (one look serves every task that ended in it).
     this.wakeSoon();
   }
 
-  /** A lane's failures in a row, and its places' cap with them: one place while it keeps failing. */
+  /** A lane's failures in a row, which its cap follows: one place while it keeps failing. */
   private recordLaneOutcome(row: OutboxRow, outcome: TaskOutcome): void {
     if (row.lane === "") return;
-    const [place] = placesOf(row.account_id, row.environment, row.lane, this.laneFailing)[0] ?? [];
-    if (place === undefined) return;
+    const place = lanePlace(row.account_id, row.environment, row.lane);
     const failures = this.failuresInARow.get(place) ?? 0;
     // Deleted first, so that the lanes failing most lately are the last the bound forgets.
     this.failuresInARow.delete(place);
-    if (outcome.kind !== "done") {
-      this.failuresInARow.set(place, failures + 1);
-      for (const oldest of this.failuresInARow.keys()) {
-        if (this.failuresInARow.size <= MAX_TRACKED_LANES) break;
-        this.failuresInARow.delete(oldest);
-      }
+    if (outcome.kind === "done") return;
+    this.failuresInARow.set(place, failures + 1);
+    for (const oldest of this.failuresInARow.keys()) {
+      if (this.failuresInARow.size <= MAX_TRACKED_LANES) break;
+      this.failuresInARow.delete(oldest);
     }
-    if (this.capOf.has(place)) this.capOf.set(place, this.laneFailing(place) ? MAX_RUNNING_PER_FAILING_LANE : MAX_RUNNING_PER_LANE);
   }
 
   private async runOne(row: OutboxRow): Promise<TaskOutcome> {
