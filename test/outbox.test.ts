@@ -1,7 +1,7 @@
-import { afterAll, describe, expect, it, vi } from "vitest";
+import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createLogger } from "../src/log.js";
 import { DUE_TASKS_SQL, Outbox, type TaskOutcome } from "../src/outbox/outbox.js";
-import { openDatabase } from "../src/store/database.js";
+import { openDatabase, type Db } from "../src/store/database.js";
 import { ManualClock } from "./helpers/clock.js";
 import { tempDir } from "./helpers/server.js";
 
@@ -62,17 +62,32 @@ describe("outbox shutdown", () => {
 });
 
 describe("outbox fairness", () => {
+  let fairDb: Db;
+  let clock: ManualClock;
+  let outbox: Outbox;
+  let releases: Array<() => void>;
+  /** A task that hangs, as a delivery to a receiver that never answers, until released (at the end of each test). */
+  const hang = () => new Promise<TaskOutcome>((resolve) => releases.push(() => resolve({ kind: "done" })));
+
+  beforeEach(() => {
+    fairDb = openDatabase(tempDir());
+    clock = new ManualClock();
+    outbox = new Outbox(fairDb, clock, createLogger(() => undefined));
+    releases = [];
+  });
+  afterEach(async () => {
+    for (const release of releases.splice(0)) release();
+    await outbox.stop(1_000);
+    fairDb.close();
+  });
+
   it("runs one account's tasks beside another's that hang, however many of those came first", async () => {
-    const fairDb = openDatabase(tempDir());
-    const clock = new ManualClock();
-    const outbox = new Outbox(fairDb, clock, createLogger(() => undefined));
-    const releases: Array<() => void> = [];
     let receiverStuck = true;
     const ran: string[] = [];
     outbox.register("deliver", (task) => {
       const tenant = task.tenant?.accountId ?? "";
       ran.push(tenant);
-      if (tenant === "acct_stuck" && receiverStuck) return new Promise<TaskOutcome>((resolve) => releases.push(() => resolve({ kind: "done" })));
+      if (tenant === "acct_stuck" && receiverStuck) return hang();
       return Promise.resolve({ kind: "done" });
     });
     // Fifty deliveries to a receiver that never answers, queued before another account's one.
@@ -86,21 +101,15 @@ describe("outbox fairness", () => {
     // The stuck account holds its share of the slots, no more.
     expect(ran.filter((tenant) => tenant === "acct_stuck")).toHaveLength(8);
     receiverStuck = false;
-    for (const release of releases.splice(0)) release();
-    await outbox.stop(1_000);
-    fairDb.close();
   });
 
   it("runs an account's other endpoints and its events beside one endpoint that hangs", async () => {
-    const fairDb = openDatabase(tempDir());
-    const outbox = new Outbox(fairDb, new ManualClock(), createLogger(() => undefined));
-    const releases: Array<() => void> = [];
     const ran: string[] = [];
     const tenant = { accountId: "acct_one", environment: "live" as const };
     outbox.register("deliver", (task) => {
       const { to } = task.payload as { to: string };
       ran.push(to);
-      if (to === "dead") return new Promise<TaskOutcome>((resolve) => releases.push(() => resolve({ kind: "done" })));
+      if (to === "dead") return hang();
       return Promise.resolve({ kind: "done" });
     });
     outbox.register("local", () => {
@@ -115,23 +124,16 @@ describe("outbox fairness", () => {
     await expect.poll(() => ran.includes("alive") && ran.includes("local"), { timeout: 2_000 }).toBe(true);
     // The endpoint that hangs holds its lane's places, no more.
     expect(ran.filter((to) => to === "dead")).toHaveLength(4);
-    for (const release of releases.splice(0)) release();
-    await outbox.stop(1_000);
-    fairDb.close();
   });
 
   it("gives a lane whose last three attempts failed one place, until one succeeds", async () => {
-    const fairDb = openDatabase(tempDir());
-    const clock = new ManualClock();
-    const outbox = new Outbox(fairDb, clock, createLogger(() => undefined));
     const tenant = { accountId: "acct_one", environment: "live" as const };
-    const releases: Array<() => void> = [];
     let started = 0;
     outbox.register("deliver", (task) => {
       const { phase } = task.payload as { phase: string };
       if (phase === "fail") return Promise.resolve({ kind: "retry", at: clock.now() + 3_600_000, error: "timeout" });
       started++;
-      return new Promise<TaskOutcome>((resolve) => releases.push(() => resolve({ kind: "done" })));
+      return hang();
     });
     for (let i = 0; i < 3; i++) outbox.enqueue("deliver", tenant, { phase: "fail" }, { lane: "whe_down" });
     await outbox.drain();
@@ -144,20 +146,14 @@ describe("outbox fairness", () => {
     // It succeeds: the lane has its four places again.
     releases.shift()?.();
     await expect.poll(() => started, { timeout: 2_000 }).toBe(5);
-    for (const release of releases.splice(0)) release();
-    await outbox.stop(1_000);
-    fairDb.close();
   });
 
   it("fans events out however many receivers hang, across however many accounts", async () => {
-    const fairDb = openDatabase(tempDir());
-    const outbox = new Outbox(fairDb, new ManualClock(), createLogger(() => undefined));
-    const releases: Array<() => void> = [];
     let hanging = 0;
     let fannedOut = false;
     outbox.register("deliver", () => {
       hanging++;
-      return new Promise<TaskOutcome>((resolve) => releases.push(() => resolve({ kind: "done" })));
+      return hang();
     });
     outbox.register("event", () => {
       fannedOut = true;
@@ -174,9 +170,6 @@ describe("outbox fairness", () => {
     await expect.poll(() => fannedOut, { timeout: 2_000 }).toBe(true);
     // The receivers hold the service's network places, and no more.
     expect(hanging).toBe(64);
-    for (const release of releases.splice(0)) release();
-    await outbox.stop(1_000);
-    fairDb.close();
   });
 });
 
