@@ -22,7 +22,7 @@ import { SIXTY_FOUR_BIT, jsonShapeViolations } from "../api/json-shape.js";
 import type { UnaryInvoker } from "../api/unary-invoker.js";
 import { invalidRequest } from "../api/validation.js";
 import { readBody } from "./request-body.js";
-import { repeatedKey } from "./json-keys.js";
+import { structureProblem } from "./json-keys.js";
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
@@ -268,12 +268,10 @@ export class RestGateway {
     if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
       throw apiError("VALIDATION_ERROR", `request body must be a JSON object, got ${Array.isArray(parsed) ? "an array" : parsed === null ? "null" : typeof parsed}`);
     }
-    if (depthExceeds(parsed, MAX_JSON_DEPTH)) {
-      throw apiError("VALIDATION_ERROR", `request body is nested deeper than ${MAX_JSON_DEPTH} levels`);
-    }
-    const repeated = repeatedKey(text);
-    if (repeated !== undefined) {
-      throw apiError("VALIDATION_ERROR", `request body repeats the key ${JSON.stringify(repeated)} in one object: which one was meant cannot be told`);
+    const problem = structureProblem(text, MAX_JSON_DEPTH);
+    if (problem?.kind === "too-deep") throw apiError("VALIDATION_ERROR", `request body is nested deeper than ${MAX_JSON_DEPTH} levels`);
+    if (problem?.kind === "repeated-key") {
+      throw apiError("VALIDATION_ERROR", `request body repeats the key ${JSON.stringify(problem.key)} in one object: which one was meant cannot be told`);
     }
     return parsed as JsonObject;
   }
@@ -329,18 +327,6 @@ function convertParameter(field: DescField, raw: string, where: "query" | "path"
     return SIXTY_FOUR_BIT.has(scalar) ? raw : value;
   }
   return raw;
-}
-
-/** Whether the parsed body nests objects or arrays deeper than `max`; recurses at most `max + 1` deep. */
-function depthExceeds(value: unknown, max: number, depth = 1): boolean {
-  if (typeof value !== "object" || value === null) return false;
-  if (depth > max) return true;
-  if (Array.isArray(value)) {
-    for (const child of value) if (depthExceeds(child, max, depth + 1)) return true;
-    return false;
-  }
-  for (const key in value) if (depthExceeds((value as Record<string, unknown>)[key], max, depth + 1)) return true;
-  return false;
 }
 
 function meta(context: CallContext): { requestId: string; latencyMs: number } {

@@ -1,5 +1,6 @@
-// JSON.parse keeps the last of repeated keys; Connect's JSON refuses them, and a proxy or log that reads the
-// first would see another request than the service decides on. So REST refuses them too. Run over text that
+// What JSON.parse lets through and a REST body must not hold, found in one pass over its text: nesting past a
+// depth, and a key repeated in one object (JSON.parse keeps the last; Connect's JSON refuses them, and a proxy
+// or log that reads the first would see another request than the service decides on). Run over text that
 // JSON.parse has accepted: only strings, objects and arrays need telling apart.
 
 /** Keys an object's list holds before it becomes a set. */
@@ -13,8 +14,17 @@ const CLOSE_OBJECT = 0x7d;
 const OPEN_ARRAY = 0x5b;
 const CLOSE_ARRAY = 0x5d;
 
+/** What is wrong with a body's structure, the first met in its text. */
+export type StructureProblem = { kind: "too-deep" } | { kind: "repeated-key"; key: string };
+
 /** The first key an object of `json` (valid JSON) repeats, decoded; undefined when none does. */
 export function repeatedKey(json: string): string | undefined {
+  const problem = structureProblem(json, Number.POSITIVE_INFINITY);
+  return problem?.kind === "repeated-key" ? problem.key : undefined;
+}
+
+/** The first problem of `json` (valid JSON): objects and arrays nested past `maxDepth`, or a repeated key. */
+export function structureProblem(json: string, maxDepth: number): StructureProblem | undefined {
   // The keys seen in each open object: a list while it holds a few (quicker than a set), then a set, so that
   // an object of thousands of keys costs no more per key; null for an open array.
   const open: Array<string[] | Set<string> | null> = [];
@@ -32,10 +42,10 @@ export function repeatedKey(json: string): string | undefined {
           // Compared decoded: "a" and "\u0061" are one key.
           const key = raw.includes("\\") ? (JSON.parse(`"${raw}"`) as string) : raw;
           if (Array.isArray(keys)) {
-            if (keys.includes(key)) return key;
+            if (keys.includes(key)) return { kind: "repeated-key", key };
             if (keys.push(key) > FEW_KEYS) open[open.length - 1] = new Set(keys);
           } else {
-            if (keys.has(key)) return key;
+            if (keys.has(key)) return { kind: "repeated-key", key };
             keys.add(key);
           }
         }
@@ -43,9 +53,9 @@ export function repeatedKey(json: string): string | undefined {
       at = next;
       continue;
     }
-    if (code === OPEN_OBJECT) open.push([]);
-    else if (code === OPEN_ARRAY) open.push(null);
-    else if (code === CLOSE_OBJECT || code === CLOSE_ARRAY) open.pop();
+    if (code === OPEN_OBJECT || code === OPEN_ARRAY) {
+      if (open.push(code === OPEN_OBJECT ? [] : null) > maxDepth) return { kind: "too-deep" };
+    } else if (code === CLOSE_OBJECT || code === CLOSE_ARRAY) open.pop();
     at++;
   }
   return undefined;
