@@ -141,17 +141,28 @@ describe("access per endpoint (part 5.2 of the specification)", () => {
     }
   });
 
-  it("asks for every permission an operation names: a backtest shows stored decisions, so it needs decisions:read too", async () => {
-    const backtests = endpoints.filter((endpoint) => endpoint.permissions.length > 1);
-    expect(backtests.map((endpoint) => endpoint.name).sort()).toEqual(["BacktestDraftPolicy", "BacktestPolicy"]);
-    const policiesOnly = server.app.keys.issue({ accountId, environment: "live", kind: "secret", permissions: ["policies:read"] }).key;
-    const both = server.app.keys.issue({ accountId, environment: "live", kind: "secret", permissions: ["policies:read", "decisions:read"] }).key;
-    for (const endpoint of backtests) {
-      expect(await answer(endpoint, policiesOnly), endpoint.name).toEqual({ status: 403, code: "FORBIDDEN" });
-      expect((await answer(endpoint, both)).status, endpoint.name).not.toBe(403);
+  it("asks for every permission an operation names: a backtest shows stored decisions, a decision record its evidence", async () => {
+    const needsMore = endpoints.filter((endpoint) => endpoint.permissions.length > 1);
+    expect(needsMore.map((endpoint) => `${endpoint.name}: ${endpoint.permissions.join(" + ")}`).sort()).toEqual([
+      "BacktestDraftPolicy: policies:read + decisions:read",
+      "BacktestPolicy: policies:read + decisions:read",
+      "GetDecision: decisions:read + evidence:read",
+    ]);
+    for (const endpoint of needsMore) {
+      const firstOnly = server.app.keys.issue({ accountId, environment: "live", kind: "secret", permissions: endpoint.permissions.slice(0, 1) }).key;
+      const all = server.app.keys.issue({ accountId, environment: "live", kind: "secret", permissions: endpoint.permissions }).key;
+      expect(await answer(endpoint, firstOnly), endpoint.name).toEqual({ status: 403, code: "FORBIDDEN" });
+      expect((await answer(endpoint, all)).status, endpoint.name).not.toBe(403);
     }
+    const policiesOnly = server.app.keys.issue({ accountId, environment: "live", kind: "secret", permissions: ["policies:read"] }).key;
     const refusal = await fetch(`${server.url}/api/v1/policies/backtest`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": policiesOnly }, body: JSON.stringify({ rules: [{ condition: "true", action: "deny" }] }) });
     expect(((await refusal.json()) as { error: { message: string } }).error.message).toBe("this key lacks the decisions:read permission");
+    // The evidence (the request as sent, its signals) is what evidence:read guards: a decision record shows it.
+    const decisionsOnly = server.app.keys.issue({ accountId, environment: "live", kind: "secret", permissions: ["decisions:read"] }).key;
+    const getDecision = needsMore.find((endpoint) => endpoint.name === "GetDecision");
+    const record = await fetch(`${server.url}${getDecision?.path}`, { headers: { "x-api-key": decisionsOnly } });
+    expect(record.status).toBe(403);
+    expect(((await record.json()) as { error: { message: string } }).error.message).toBe("this key lacks the evidence:read permission");
   });
 
   it("refuses to issue a publishable key with a secret-only permission", async () => {
