@@ -10,6 +10,7 @@ export type { ListError, ReferenceDataOptions, SharedReferenceData } from "./ref
 export { computeFastSignals, computeStoreSignals, mergeSignals, paymentOf, EMPTY_HISTORY_SNAPSHOT } from "./signals.js";
 export {
   scoreSignals,
+  categoriesJudged,
   decideFromScore,
   riskLevelFromScore,
   hasElevatedRisk,

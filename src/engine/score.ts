@@ -312,6 +312,12 @@ function splitTenths(score: number, strengths: readonly number[], totalStrength:
   return shares;
 }
 
+/** The categories that had data to judge a request by: the ones feedback on its decision may teach. */
+export function categoriesJudged(signals: Signals): Category[] {
+  const withData = categoriesWithData(signals);
+  return CATEGORIES.filter((category) => withData[category] === true);
+}
+
 /** Whether each category had anything to judge; null when it does not apply to this request. */
 function categoriesWithData(signals: Signals): Record<Category, boolean | null> {
   return {

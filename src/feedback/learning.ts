@@ -2,7 +2,8 @@
 // account's category weights toward the categories that would have called the
 // outcome right, by at most MAX_SHIFT of the total weight, scaled by the
 // label's confidence, keeping every weight within [MIN_WEIGHT, MAX_WEIGHT] and
-// the set summing to 1. Pure: the store applies the result with optimistic locking.
+// the set summing to 1. Only the categories that had data for the decision
+// learn from it. Pure: the store applies the result with optimistic locking.
 
 import { CATEGORIES, MAX_WEIGHT, MIN_WEIGHT, mapCategories, type Category, type CategoryWeights } from "../engine/index.js";
 import type { ActualOutcome } from "../webhooks/events.js";
@@ -39,61 +40,93 @@ export function totalShift(from: Record<Category, number>, to: Record<Category, 
 
 /**
  * The weights after one label. `categoryScores` are the decision's risks per
- * category (0..1). A category "called it right" by its risk for a fraud
- * outcome and by 1 − risk for a legitimate one; the target puts each weight in
- * proportion to weight × rightness (a multiplicative-weights target). The
- * weights step toward it by at most MAX_SHIFT × confidence of total shift,
- * and the result is projected onto the bounds (and pulled back onto the cap
- * if the projection moved it further). The output always validates.
+ * category (0..1) and `judged` the categories that had data to judge it by
+ * (categoriesJudged): only they learn from it. A category that measured
+ * nothing (a store read past its budget, the amount of a login) called
+ * nothing, and keeps its weight.
+ *
+ * A judged category "called it right" by its risk for a fraud outcome and by
+ * 1 − risk for a legitimate one; the target shares the judged categories'
+ * combined weight in proportion to weight × rightness (a multiplicative-weights
+ * target). The weights step toward it by at most MAX_SHIFT × confidence of
+ * total shift, and the result is projected onto the bounds (and pulled back
+ * onto the cap if the projection moved it further). The output always
+ * validates, and is `current` itself when nothing moves: a label pushing a
+ * category past a bound it already sits on changes nothing.
  */
 export function adjustWeights(
   current: Record<Category, number>,
   categoryScores: Readonly<Record<string, number>>,
+  judged: readonly Category[],
   outcome: ActualOutcome,
   confidence: number,
 ): Record<Category, number> {
   const fraud = isFraudOutcome(outcome);
+  const judging = CATEGORIES.filter((category) => judged.includes(category));
   const rightness = (category: Category): number => {
     const risk = Math.min(1, Math.max(0, categoryScores[category] ?? 0));
     return fraud ? risk : 1 - risk;
   };
-  let mass = 0;
-  for (const category of CATEGORIES) mass += current[category] * rightness(category);
-  // No category called it right (a fraud the engine saw nothing of): there is nowhere to move toward.
-  if (mass <= 0 || confidence <= 0) return { ...current };
-  const target = mapCategories((category) => (current[category] * rightness(category)) / mass);
+  let judgedMass = 0;
+  let rightMass = 0;
+  for (const category of judging) {
+    judgedMass += current[category];
+    rightMass += current[category] * rightness(category);
+  }
+  // No judged category called it right (a fraud the engine saw nothing of): there is nowhere to move toward.
+  if (rightMass <= 0 || confidence <= 0) return current;
+  const target = mapCategories((category) =>
+    judging.includes(category) ? (judgedMass * current[category] * rightness(category)) / rightMass : current[category],
+  );
   const allowed = MAX_SHIFT * Math.min(1, confidence);
   const distance = totalShift(current, target);
   // Already where the label points (a legitimate decision nothing flagged): rounding noise is no move.
-  if (distance < NO_MOVE) return { ...current };
+  if (distance < NO_MOVE) return current;
   const step = Math.min(1, allowed / distance);
-  const stepped = projectOntoBounds(mapCategories((category) => current[category] + step * (target[category] - current[category])));
-  // The projection can only move further when a bound was hit; pull back onto the cap if so.
+  const stepped = projectOntoBounds(mapCategories((category) => current[category] + step * (target[category] - current[category])), judging);
   const shift = totalShift(current, stepped);
+  if (shift < NO_MOVE) return current;
   if (shift <= allowed) return stepped;
-  // Both ends are valid weight sets, so every point between them is one too.
+  // The projection can only move further when a bound was hit: pull back onto the cap. Both ends are valid
+  // weight sets, so every point between them is one too.
   return mapCategories((category) => current[category] + (allowed / shift) * (stepped[category] - current[category]));
 }
 
+/** Below this a weight counts as this, so that scaling can still lift it to a bound. */
+const TINY_WEIGHT = 1e-12;
+
 /**
- * The closest weight set (Euclidean distance) within [MIN_WEIGHT, MAX_WEIGHT]
- * that sums to 1: every weight shifted by the same amount μ and clamped to the
- * bounds. The sum is non-decreasing in μ, from 8 × 2% to 8 × 40%, so 1 lies in
- * between and bisection finds μ.
+ * The weight set closest to `weights` in relative entropy whose `free`
+ * categories lie within [MIN_WEIGHT, MAX_WEIGHT] and bring the sum to 1, the
+ * other categories kept as they are: every free weight scaled by one common
+ * factor λ and clamped to the bounds. A scaling, not a common shift, because
+ * the weights are multiplicative: weight a capped category cannot take goes to
+ * the others in proportion to their weight, so a category the labels keep
+ * proving wrong never gains from another's reaching the cap. The clamped sum
+ * is non-decreasing in λ, from all free weights at 2 % to all at 40 %, which
+ * brackets the free share of 1 whenever the weights came from a valid set;
+ * bisection over log λ finds λ.
  */
-export function projectOntoBounds(weights: Record<Category, number>): Record<Category, number> {
+export function projectOntoBounds(weights: Record<Category, number>, free: readonly Category[] = CATEGORIES): Record<Category, number> {
   const inBounds = CATEGORIES.every((category) => weights[category] >= MIN_WEIGHT && weights[category] <= MAX_WEIGHT);
   if (inBounds && Math.abs(CATEGORIES.reduce((sum, category) => sum + weights[category], 0) - 1) < NO_MOVE) return weights;
-  const clampedSum = (shift: number): number =>
-    CATEGORIES.reduce((sum, category) => sum + Math.min(MAX_WEIGHT, Math.max(MIN_WEIGHT, weights[category] + shift)), 0);
-  let low = -1;
-  let high = 1;
-  for (let i = 0; i < 100 && high - low > 1e-15; i++) {
+  const clamp = (weight: number): number => Math.min(MAX_WEIGHT, Math.max(MIN_WEIGHT, weight));
+  let freeShare = 1;
+  for (const category of CATEGORIES) if (!free.includes(category)) freeShare -= weights[category];
+  const clampedSum = (logScale: number): number => {
+    const scale = Math.exp(logScale);
+    return free.reduce((sum, category) => sum + clamp(Math.max(TINY_WEIGHT, weights[category]) * scale), 0);
+  };
+  // e^±40 takes any weight from TINY_WEIGHT to past 40 %, and any up to 1 below 2 %.
+  let low = -40;
+  let high = 40;
+  for (let i = 0; i < 200 && high - low > 1e-14; i++) {
     const middle = (low + high) / 2;
-    if (clampedSum(middle) < 1) low = middle;
+    if (clampedSum(middle) < freeShare) low = middle;
     else high = middle;
   }
-  return mapCategories((category) => Math.min(MAX_WEIGHT, Math.max(MIN_WEIGHT, weights[category] + high)));
+  const scale = Math.exp(high);
+  return mapCategories((category) => (free.includes(category) ? clamp(Math.max(TINY_WEIGHT, weights[category]) * scale) : weights[category]));
 }
 
 /** Change per category, rounded to 6 decimals for the response; zero changes left out. */

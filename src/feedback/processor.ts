@@ -11,7 +11,7 @@ import { crossedEnvironment } from "../consortium/membership.js";
 import { queueIndicators } from "../consortium/sharing.js";
 import { followUpStateOf } from "../decisions/follow-up.js";
 import type { DecisionDetails, StoredRequest } from "../decisions/record.js";
-import { DEFAULT_WEIGHTS, paymentOf, publicIpText, scoreSignals, type Signals } from "../engine/index.js";
+import { DEFAULT_WEIGHTS, categoriesJudged, paymentOf, publicIpText, scoreSignals, type Signals } from "../engine/index.js";
 import type { EventPublisher } from "../events/publisher.js";
 import { entitiesOfRequest, entityKeys, entityValueOfKind } from "../graph/entities.js";
 import { newId } from "../ids.js";
@@ -136,6 +136,8 @@ export class FeedbackProcessor {
     const entities = entitiesOfRequest(evidence.request);
     // Category risks are recomputed from the verified signals: they do not depend on the weights.
     const categoryScores = scoreSignals(evidence.signals, DEFAULT_WEIGHTS).categoryScores;
+    // Only the categories that had data for the decision learn from its label: one that measured nothing called nothing.
+    const judged = categoriesJudged(evidence.signals);
     const fraud = isFraudOutcome(input.actualOutcome);
     // Entities are marked only by a fraud label the client is at least half sure of: an unsure one (confidence
     // below MARKING_CONFIDENCE) moves the weights in proportion, and marks nobody, in the graph, the automatic
@@ -148,7 +150,7 @@ export class FeedbackProcessor {
       const previous = feedback.latestFor(tenant, decision.id);
       // A decision moves the weights once: a later label replaces the earlier one everywhere else. A label
       // that moved nothing (confidence 0) leaves that move to the next one.
-      const next = previous && feedback.movedWeights(tenant, decision.id) ? current.weights : adjustWeights(current.weights, categoryScores, input.actualOutcome, input.confidence);
+      const next = previous && feedback.movedWeights(tenant, decision.id) ? current.weights : adjustWeights(current.weights, categoryScores, judged, input.actualOutcome, input.confidence);
       const moves = totalShift(current.weights, next) > 0;
       try {
         const { applied, listed } = this.write.immediate((): Committed => {

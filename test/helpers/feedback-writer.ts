@@ -22,9 +22,12 @@ const processor = feedbackProcessorOn(db, dataDir);
 process.stderr.write("ready\n");
 await new Promise<void>((resolve) => process.stdin.once("data", () => resolve()));
 process.stdin.pause();
-const results = decisionIds.map((decisionId) => {
+// Fraud and legitimate labels in turn: the weights keep moving, one way then the other, instead of settling
+// against a bound where a label moves nothing.
+const results = decisionIds.map((decisionId, index) => {
   try {
-    const applied = processor.submit({ accountId, environment }, "cli", { decisionId, evidenceId: "", userId: "", actualOutcome: "fraud", confidence: 1, notes: "" });
+    const actualOutcome = index % 2 === 0 ? "fraud" : "legitimate";
+    const applied = processor.submit({ accountId, environment }, "cli", { decisionId, evidenceId: "", userId: "", actualOutcome, confidence: 1, notes: "" });
     return { ok: true as const, before: applied.weightsVersionBefore, after: applied.weightsVersionAfter };
   } catch (error) {
     if (error instanceof ConnectError) return { ok: false as const, code: describeError(error).code };
