@@ -234,6 +234,26 @@ describe("fraudctl serve that cannot start", () => {
     }
   });
 
+  it("refuses a data directory another serve holds, naming it, and takes one whose server was killed", async () => {
+    const otherDir = tempDir();
+    try {
+      const holder = await startServerProcess({ FRAUD_DATA_DIR: otherDir });
+      const second = await runFraudctl(["serve"], { FRAUD_DATA_DIR: otherDir, PORT: "0", HOST: "127.0.0.1" });
+      expect(second.code).toBe(1);
+      expect(second.stderr).toContain(`fraudctl: the data directory ${otherDir} is in use by another fraudctl serve (pid ${holder.child.pid}): one process serves a data directory`);
+      expect((await fetch(`${holder.url}/api/v1/status?public=true`)).status).toBe(200);
+
+      // SIGKILL leaves no stale lock: the kernel drops it with the process.
+      holder.child.kill("SIGKILL");
+      await holder.exited;
+      const next = await startServerProcess({ FRAUD_DATA_DIR: otherDir });
+      next.child.kill("SIGTERM");
+      expect(await next.exited).toBe(0);
+    } finally {
+      fs.rmSync(otherDir, { recursive: true, force: true });
+    }
+  });
+
   it("refuses a malformed setting before touching the data directory", async () => {
     const otherDir = tempDir();
     try {

@@ -74,6 +74,7 @@ import { WeightsRepository } from "../store/weights.js";
 import { AccountRepository } from "../store/accounts.js";
 import { ApiKeyRepository } from "../store/api-keys.js";
 import { openDatabase, type Db } from "../store/database.js";
+import { DataDirectoryLock } from "../store/data-dir-lock.js";
 import { ClientIpResolver } from "./client-ip.js";
 import { Dispatcher } from "./dispatcher.js";
 import { RestGateway } from "./gateway.js";
@@ -117,7 +118,21 @@ export interface App {
   close(): Promise<void>;
 }
 
+/**
+ * The service over its data directory, which it holds alone until closed
+ * (DataDirectoryLock): a second one refuses to start, naming the first.
+ */
 export function buildApp(options: AppOptions): App {
+  const lock = DataDirectoryLock.acquire(options.config.dataDir);
+  try {
+    return assembleApp(options, lock);
+  } catch (error) {
+    lock.release();
+    throw error;
+  }
+}
+
+function assembleApp(options: AppOptions, lock: DataDirectoryLock): App {
   const { config } = options;
   const clock = options.clock ?? systemClock;
   const logger = options.logger ?? createLogger();
@@ -330,6 +345,7 @@ export function buildApp(options: AppOptions): App {
         await step("engine", () => engine.close());
         await step("checkpointer", () => checkpointer.stop());
         await step("database", () => db.close());
+        lock.release();
       })();
       return closing;
     },

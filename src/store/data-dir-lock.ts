@@ -1,0 +1,65 @@
+import fs from "node:fs";
+import path from "node:path";
+import Database from "./sqlite-driver.cjs";
+
+/** The file whose lock a serving process holds, in the data directory. */
+export const LOCK_FILE = "serve.lock";
+/** The serving process's id, written once it holds the lock: what a refused second process names. */
+export const PID_FILE = "serve.pid";
+
+/** Another process serves the data directory already. */
+export class DataDirectoryInUseError extends Error {}
+
+/**
+ * One serving process per data directory. Two would each run the outbox over
+ * the same rows (every webhook delivered twice), keep rate-limit windows of
+ * their own (every limit doubled) and checkpoint the same WAL.
+ *
+ * The lock is SQLite's own: an exclusive transaction on a small database of
+ * its own, left open while the process serves. It is an advisory file lock
+ * the kernel drops when the process ends, however it ends (SIGKILL included),
+ * so a crashed server never leaves a stale lock behind; and SQLite enforces it
+ * between connections of one process too (two apps in one test process).
+ * `fraudctl`'s other commands do not take it: they run beside the server.
+ */
+export class DataDirectoryLock {
+  private constructor(
+    private readonly db: Database.Database,
+    private readonly pidFile: string,
+  ) {}
+
+  static acquire(dataDir: string): DataDirectoryLock {
+    fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    const file = path.join(dataDir, LOCK_FILE);
+    // Created for its owner only, as the database is (database.ts).
+    fs.closeSync(fs.openSync(file, "a", 0o600));
+    const db = new Database(file, { timeout: 0 });
+    try {
+      db.pragma("locking_mode = EXCLUSIVE");
+      db.exec("BEGIN EXCLUSIVE");
+    } catch (error) {
+      db.close();
+      if ((error as { code?: unknown }).code !== "SQLITE_BUSY") throw error;
+      throw new DataDirectoryInUseError(`the data directory ${dataDir} is in use by another fraudctl serve${holder(dataDir)}: one process serves a data directory`);
+    }
+    const pidFile = path.join(dataDir, PID_FILE);
+    fs.writeFileSync(pidFile, `${process.pid}\n`, { mode: 0o600 });
+    return new DataDirectoryLock(db, pidFile);
+  }
+
+  release(): void {
+    if (!this.db.open) return;
+    fs.rmSync(this.pidFile, { force: true });
+    this.db.close();
+  }
+}
+
+/** " (pid N)" from the holder's pid file, or nothing when it cannot be read. */
+function holder(dataDir: string): string {
+  try {
+    const pid = Number.parseInt(fs.readFileSync(path.join(dataDir, PID_FILE), "utf8"), 10);
+    return Number.isSafeInteger(pid) && pid > 0 ? ` (pid ${pid})` : "";
+  } catch {
+    return "";
+  }
+}
