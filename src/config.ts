@@ -39,6 +39,10 @@ export interface Config {
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 256 * 1024;
+/** The longest a Node.js timer waits (2³¹ − 1 ms, about 24.8 days): a longer one fires after 1 ms instead. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+/** Engine threads at most: each holds its own heap and SQLite connection. */
+const MAX_ENGINE_THREADS = 64;
 
 function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
   const raw = env[name];
@@ -81,11 +85,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxBodyBytes: integer(env, "FRAUD_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, 1024),
     rateLimitOverrides,
     trustedProxies: trustedRanges(env, "FRAUD_TRUSTED_PROXIES"),
-    shutdownGraceMs: integer(env, "FRAUD_SHUTDOWN_GRACE_MS", 10_000),
+    shutdownGraceMs: integer(env, "FRAUD_SHUTDOWN_GRACE_MS", 10_000, 0, MAX_TIMER_MS),
     seedDemoAccount: flag(env, "FRAUD_SEED_DEMO", true),
     // The request thread keeps a core of its own; the engine gets the rest (at least one, at most four).
-    engineThreads: integer(env, "FRAUD_ENGINE_THREADS", Math.min(4, Math.max(1, os.availableParallelism() - 1)), 1),
-    comprehensiveBudgetMs: integer(env, "FRAUD_COMPREHENSIVE_BUDGET_MS", 50),
+    engineThreads: integer(env, "FRAUD_ENGINE_THREADS", Math.min(4, Math.max(1, os.availableParallelism() - 1)), 1, MAX_ENGINE_THREADS),
+    comprehensiveBudgetMs: integer(env, "FRAUD_COMPREHENSIVE_BUDGET_MS", 50, 0, MAX_TIMER_MS),
     engineQueueLimit: integer(env, "FRAUD_ENGINE_QUEUE_LIMIT", 4096, 1),
     torExitListPath: env.FRAUD_TOR_EXIT_LIST || undefined,
     datacenterRangesPath: env.FRAUD_DATACENTER_RANGES || undefined,
