@@ -39,6 +39,13 @@ const GRPC_SERVER_FAULTS = new Set(["2", "13", "14", "15"]);
  */
 const SLOW_HANDLER_MS = 100;
 
+/** Ends an HTTP/1.1 answer's connection after it: `Connection: close` if not yet sent, else once it is written. */
+function closeAfterAnswer(res: NodeResponse): void {
+  if ("stream" in res) return;
+  if (!res.headersSent) res.setHeader("connection", "close");
+  else res.once("finish", () => res.socket?.end());
+}
+
 /**
  * The single entry point of every HTTP request on the port: diagnostics,
  * RPC paths (Connect, gRPC, gRPC-Web) and the REST gateway. It gives each
@@ -46,7 +53,8 @@ const SLOW_HANDLER_MS = 100;
  */
 export class Dispatcher {
   private readonly rpcHandlers = new Map<string, UniversalHandler>();
-  private inFlight = 0;
+  /** Responses not closed yet: what draining waits for, and asks to end their connections. */
+  private readonly inFlight = new Set<NodeResponse>();
   private draining = false;
   private idleWaiters: Array<() => void> = [];
 
@@ -71,12 +79,20 @@ export class Dispatcher {
 
   /** Resolves when no request is in flight (after draining starts). */
   idle(): Promise<void> {
-    if (this.inFlight === 0) return Promise.resolve();
+    if (this.inFlight.size === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
+  /**
+   * From now on every HTTP/1.1 answer closes its connection, those of the
+   * requests already in flight too: a client told keep-alive would send its
+   * next request on a connection about to close, and see it reset without
+   * knowing whether that request was carried out. (HTTP/2 sessions get GOAWAY
+   * from the listener.)
+   */
   startDraining(): void {
     this.draining = true;
+    for (const res of this.inFlight) closeAfterAnswer(res);
   }
 
   private async handle(req: NodeRequest, res: NodeResponse): Promise<void> {
@@ -95,14 +111,15 @@ export class Dispatcher {
     /** The call's gRPC status, read when the response closes (which can come before the await that wrote it returns). */
     let grpcStatus: () => string | null | undefined = () => undefined;
 
-    this.inFlight++;
+    this.inFlight.add(res);
     res.once("close", () => {
       // Closed before its answer was written: the client went away (the nginx convention, 499).
       const status = res.writableFinished ? res.statusCode : CLIENT_CLOSED_REQUEST;
       this.observe(context, route, component, status, grpcStatus());
-      if (--this.inFlight === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
+      this.inFlight.delete(res);
+      if (this.inFlight.size === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
     });
-    if (this.draining && !("stream" in res)) res.setHeader("connection", "close");
+    if (this.draining) closeAfterAnswer(res);
     // On every answer, whatever writes it: also the RPC library's own refusals, made before the interceptors
     // that add the request id to the service's answers run (a body too large, bytes that do not decode).
     res.setHeader(REQUEST_ID_HEADER, context.requestId);
