@@ -91,6 +91,34 @@ describe("GET /api/v1/status", () => {
   });
 });
 
+describe("a store that reads but refuses every write", () => {
+  it("fails readiness and reports Data Sync as an outage while decides cannot be stored, and recovers with the first one stored", async () => {
+    const db = server.app.db;
+    const decide = () => fetch(`${server.url}/api/v1/decide`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": keys.test.secret },
+      body: JSON.stringify({ userId: "disk_full", action: "login", ip: "81.2.69.160" }),
+    });
+    // What a full disk does to the writer, for every connection: its reads still work, its inserts fail.
+    db.exec("CREATE TRIGGER disk_full BEFORE INSERT ON decisions BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;");
+    try {
+      expect((await decide()).status).toBe(500);
+      const health = await fetch(`${server.url}/api/health`);
+      expect(health.status).toBe(503);
+      const body = (await health.json()) as { ready: boolean; checks: Array<{ name: string; ok: boolean; detail: string }> };
+      expect(body.ready).toBe(false);
+      expect(body.checks.find((check) => check.name === "database")).toEqual({ name: "database", ok: false, detail: "writes failing: database or disk is full" });
+      const report = await status("?public=true");
+      expect(report.body.data.components.find((c) => c.name === "Data Sync")?.status).toBe("outage");
+    } finally {
+      db.exec("DROP TRIGGER disk_full");
+    }
+    expect((await decide()).status).toBe(200);
+    expect((await fetch(`${server.url}/api/health`)).status).toBe(200);
+    expect((await status("?public=true")).body.data.components.find((c) => c.name === "Data Sync")?.status).toBe("operational");
+  });
+});
+
 describe("diagnostics", () => {
   it("serves Prometheus metrics with counts and latency by route", async () => {
     const text = await (await fetch(`${server.url}/api/metrics`)).text();

@@ -141,6 +141,8 @@ export class DecisionWriter {
   /** Batches answered whose follow-ups are not done yet. */
   private readonly following = new Set<number>();
   private nextBatch = 1;
+  /** Why the last batch stored nothing, until a batch stores a decision again (the health check's). */
+  private lastFailure: string | undefined;
   private closing: Promise<void> | undefined;
   /** Callers of settled() and close() waiting until nothing is being written or followed up. */
   private idleWaiters: Array<() => void> = [];
@@ -167,6 +169,15 @@ export class DecisionWriter {
   /** Resolves when every write handed over is stored and followed up (tests, shutdown). */
   settled(): Promise<void> {
     return this.isIdle() ? Promise.resolve() : new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /**
+   * Why decisions cannot be stored right now: the writer could not start, or
+   * the last batch stored none of its decisions (a full disk). Undefined once
+   * a batch stores one again.
+   */
+  writeFailure(): string | undefined {
+    return this.broken?.message ?? this.lastFailure;
   }
 
   /** Resolves once the writer's thread has opened the database. */
@@ -303,14 +314,22 @@ export class DecisionWriter {
     this.inFlight.delete(batch);
     this.following.add(batch);
     let queuedTasks = false;
+    let failure: string | undefined;
     written.forEach((pending, index) => {
       const result = results[index];
       if (result?.kind === "stored") {
         queuedTasks ||= pending.write.outbox.length > 0;
         pending.resolve(undefined);
       } else if (result?.kind === "replayed") pending.resolve(result.response);
-      else pending.reject(new Error(`could not store the decision: ${result?.message ?? "no result"}`));
+      else {
+        const message = result?.message ?? "no result";
+        failure ??= message;
+        pending.reject(new Error(`could not store the decision: ${message}`));
+      }
     });
+    // A batch that stored anything shows the store takes writes; one that stored nothing, that it may not.
+    if (failure === undefined || results.some((result) => result.kind !== "failed")) this.lastFailure = undefined;
+    else this.lastFailure = failure;
     if (queuedTasks) this.outbox.notify();
     this.flush();
   }

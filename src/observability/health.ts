@@ -9,6 +9,9 @@ export interface CheckResult {
 /** A source of pending background work (outbox, deliveries); later issues register theirs. */
 export type BacklogGauge = () => number;
 
+/** Why the store's writes are failing (a full disk, a read-only file), or undefined while they succeed. */
+export type WriteCheck = () => string | undefined;
+
 /** Above this many pending background tasks the Data Sync component reports degraded. */
 export const BACKLOG_DEGRADED_AT = 10_000;
 
@@ -19,6 +22,7 @@ export const BACKLOG_DEGRADED_AT = 10_000;
 export class HealthMonitor {
   private readonly probe;
   private readonly backlogs: BacklogGauge[] = [];
+  private readonly writeChecks: WriteCheck[] = [];
   private draining = false;
 
   constructor(db: Db) {
@@ -27,6 +31,14 @@ export class HealthMonitor {
 
   addBacklog(gauge: BacklogGauge): void {
     this.backlogs.push(gauge);
+  }
+
+  /**
+   * A store that answers reads can still refuse every write (a full disk):
+   * the database check fails while a write check names a failure.
+   */
+  addWriteCheck(check: WriteCheck): void {
+    this.writeChecks.push(check);
   }
 
   /** Called when shutdown starts: readiness turns false so balancers stop sending traffic. */
@@ -48,7 +60,8 @@ export class HealthMonitor {
     let database: CheckResult;
     try {
       this.probe.get();
-      database = { name: "database", ok: true, detail: "ok" };
+      const writeFailure = this.writeChecks.map((check) => check()).find((failure) => failure !== undefined);
+      database = writeFailure === undefined ? { name: "database", ok: true, detail: "ok" } : { name: "database", ok: false, detail: `writes failing: ${writeFailure}` };
     } catch (error) {
       database = { name: "database", ok: false, detail: error instanceof Error ? error.message : "failed" };
     }

@@ -179,6 +179,7 @@ function assembleApp(options: AppOptions, lock: DataDirectoryLock): App {
   const outbox = new Outbox(db, clock, logger);
   const writer = new DecisionWriter(config.dataDir, outbox, logger);
   health.addBacklog(() => outbox.pending());
+  health.addWriteCheck(() => writer.writeFailure());
   const events = new EventPublisher(outbox, clock);
   const cases = new CaseRepository(db);
   const caseLifecycle = new CaseService(db, cases, events, clock, audit);
