@@ -156,6 +156,23 @@ describe("fraudctl against a running server", () => {
     expect(server.output()).not.toMatch(/TimeoutOverflowWarning/);
   });
 
+  it("refuses arguments a command does not take, instead of ignoring them", async () => {
+    const created = await runFraudctl(["accounts", "create", "--name", "Strict", "--json"], env);
+    const account = (JSON.parse(created.stdout) as { account: { id: string } }).account.id;
+    for (const [args, message] of [
+      // An operator typing --port would otherwise get a server on PORT's port.
+      [["serve", "--port", "19210"], /serve takes no arguments, got --port: it reads PORT, HOST, FRAUD_DATA_DIR/],
+      [["reference", "build", "extra"], /reference build takes no arguments, got extra/],
+      [["dlq", "list", "--account", account, "--env", "live", "extra"], /dlq list takes no IDs, got extra/],
+      [["consortium", "show", "--account", account, "--env", "live", "--key", "x"], /consortium show does not take --key/],
+      [["consortium", "disable", "--account", account, "--env", "live", "--json"], /consortium disable does not take --json/],
+    ] as const) {
+      const result = await runFraudctl([...args], env);
+      expect(result.code, args.join(" ")).toBe(2);
+      expect(result.stderr, args.join(" ")).toMatch(message);
+    }
+  });
+
   it("explains its usage on a wrong command", async () => {
     const result = await runFraudctl(["keys", "explode"], env);
     expect(result.code).toBe(2);

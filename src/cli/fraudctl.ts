@@ -86,8 +86,15 @@ function tenantOption(command: string, values: { account?: string | undefined; e
 export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv = process.env, clock: Clock = systemClock): Promise<number> {
   const [group, action, ...rest] = argv;
   try {
-    if (group === "serve") return await serve(io, env);
-    if (group === "reference") return referenceCommand(action, io, env);
+    if (group === "serve") {
+      // Its settings come from the environment: an option here (`--port`) would otherwise be ignored in silence.
+      if (action !== undefined) throw new UsageError(`serve takes no arguments, got ${action}: it reads PORT, HOST, FRAUD_DATA_DIR and the other settings from the environment`);
+      return await serve(io, env);
+    }
+    if (group === "reference") {
+      if (rest.length > 0) throw new UsageError(`reference ${action ?? ""} takes no arguments, got ${rest.join(" ")}`);
+      return referenceCommand(action, io, env);
+    }
     if (group === undefined || group === "help" || group === "--help" || group === "-h") {
       io.out(USAGE);
       return group === undefined ? 2 : 0;
@@ -354,6 +361,7 @@ function dlqCommand(action: Action<"dlq">, args: string[], db: Db, accounts: Acc
     allowPositionals: true,
     strict: true,
   });
+  if (action === "list" && positionals.length > 0) throw new UsageError(`dlq list takes no IDs, got ${positionals.join(" ")}`);
   const tenant = tenantOption(`dlq ${action ?? ""}`.trim(), values, accounts);
   // The CLI only reads and re-queues rows: the server's runner carries the replayed tasks out.
   const outbox = new Outbox(db, clock, silentLogger);
@@ -383,6 +391,13 @@ function dlqCommand(action: Action<"dlq">, args: string[], db: Db, accounts: Acc
   return handled(action);
 }
 
+/** The options each consortium action takes. */
+const CONSORTIUM_OPTIONS: Record<Action<"consortium">, readonly string[]> = {
+  set: ["account", "env", "key", "url", "token"],
+  show: ["account", "env", "json"],
+  disable: ["account", "env"],
+};
+
 /** docs/feedback.md: an account's consortium membership. The key and token are never printed back. */
 function consortiumCommand(
   action: Action<"consortium">,
@@ -407,7 +422,10 @@ function consortiumCommand(
     },
     strict: true,
   });
-  const tenant = tenantOption(`consortium ${action ?? ""}`.trim(), values, accounts);
+  // Each action takes its own options: `show --key x` is a mistake, not a key set in silence.
+  const foreign = Object.keys(values).filter((name) => !CONSORTIUM_OPTIONS[action].includes(name));
+  if (foreign.length > 0) throw new UsageError(`consortium ${action} does not take ${foreign.map((name) => `--${name}`).join(", ")}`);
+  const tenant = tenantOption(`consortium ${action}`, values, accounts);
   const membership = new ConsortiumMembership(repository, audit, clock);
   if (action === "set") {
     const input = { key: values.key ?? "", shareUrl: values.url ?? "", shareToken: values.token ?? "" };
