@@ -1,9 +1,10 @@
+import { spawn } from "node:child_process";
 import http from "node:http";
 import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runFraudctl, startServerProcess, type ServerProcess } from "./helpers/process.js";
+import { FRAUDCTL, runFraudctl, startServerProcess, type ServerProcess } from "./helpers/process.js";
 import { tempDir } from "./helpers/server.js";
 
 const dataDir = tempDir();
@@ -171,6 +172,17 @@ describe("fraudctl against a running server", () => {
       expect(result.code, args.join(" ")).toBe(2);
       expect(result.stderr, args.join(" ")).toMatch(message);
     }
+  });
+
+  it("stops quietly when the reader of its output goes away (| head)", async () => {
+    const child = spawn(process.execPath, [FRAUDCTL, "accounts", "list"], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    // The pipe's reading end closes before fraudctl writes: its write fails with EPIPE.
+    child.stdout.destroy();
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+    expect(stderr).toBe("");
+    expect(code).toBe(0);
   });
 
   it("explains its usage on a wrong command", async () => {

@@ -6,6 +6,9 @@ import path from "node:path";
 /** Where the installation's audit key lives inside the data directory. */
 export const AUDIT_KEY_FILE = "audit-ed25519.pem";
 
+/** The data directory's audit log has entries but its signing key is gone. */
+export class MissingAuditKeyError extends Error {}
+
 /**
  * Signs audit entry hashes with the installation's Ed25519 key.
  *
@@ -47,8 +50,24 @@ export class AuditSigner {
         fs.unlinkSync(temporary);
       }
     }
+    return AuditSigner.load(dataDir);
+  }
+
+  /**
+   * Loads `<dataDir>/audit-ed25519.pem`, which must exist: where the log
+   * already has entries, a new key would sign the next ones with a key their
+   * verifiers do not know, and the log would no longer verify as one.
+   */
+  static load(dataDir: string): AuditSigner {
+    const file = path.join(dataDir, AUDIT_KEY_FILE);
+    if (!fs.existsSync(file)) throw new MissingAuditKeyError(`no audit signing key at ${file}, though the audit log has entries: restore the file from its backup`);
     assertPrivateFile(file);
     return new AuditSigner(createPrivateKey(fs.readFileSync(file)));
+  }
+
+  /** The key of a data directory: created when its audit log is still empty, else loaded (and required). */
+  static forLog(dataDir: string, logIsEmpty: boolean): AuditSigner {
+    return logIsEmpty ? AuditSigner.loadOrCreate(dataDir) : AuditSigner.load(dataDir);
   }
 
   /** Ed25519 signature of a hex SHA-256 entry hash (over its 32 raw bytes), hex. */

@@ -1,3 +1,4 @@
+import type { KeyObject } from "node:crypto";
 import { lookup } from "node:dns/promises";
 import fs from "node:fs";
 import path from "node:path";
@@ -6,7 +7,7 @@ import v8 from "node:v8";
 import { create, toJson } from "@bufbuild/protobuf";
 import type { AuditActor } from "../audit/entry.js";
 import { AuditLog } from "../audit/log.js";
-import { AuditSigner, importPublicKeyPem, publicKeyFingerprint } from "../audit/signer.js";
+import { AuditSigner, MissingAuditKeyError, importPublicKeyPem, publicKeyFingerprint } from "../audit/signer.js";
 import { verifyPolicies } from "../audit/policies.js";
 import { verifyChain } from "../audit/verify.js";
 import { KeyError, KeyService } from "../auth/key-service.js";
@@ -114,20 +115,29 @@ export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv =
     try {
       const accounts = new AccountRepository(db);
       const auditStore = new SqliteAuditStore(db);
-      const signer = AuditSigner.loadOrCreate(config.dataDir);
-      const audit = new AuditLog(auditStore, signer, clock);
-      const keys = new KeyService(accounts, new ApiKeyRepository(db), clock, audit, cliActor(env));
+      // Loaded by the commands that sign or show the key only: `audit verify --public-key` checks a log whose
+      // private key is not here.
+      const signer = (): AuditSigner => {
+        try {
+          return AuditSigner.forLog(config.dataDir, auditStore.isEmpty());
+        } catch (error) {
+          if (error instanceof MissingAuditKeyError) throw new Refusal(error.message);
+          throw error;
+        }
+      };
+      const audit = () => new AuditLog(auditStore, signer(), clock);
+      const keys = () => new KeyService(accounts, new ApiKeyRepository(db), clock, audit(), cliActor(env));
       switch (command.group) {
         case "accounts":
-          return accountsCommand(command.action, rest, accounts, keys, io);
+          return accountsCommand(command.action, rest, accounts, keys(), io);
         case "keys":
-          return keysCommand(command.action, rest, keys, accounts, io);
+          return keysCommand(command.action, rest, keys(), accounts, io);
         case "audit":
           return auditCommand(command.action, rest, auditStore, new PolicyRepository(db), signer, io);
         case "dlq":
           return dlqCommand(command.action, rest, db, accounts, clock, io);
         case "consortium":
-          return consortiumCommand(command.action, rest, new ConsortiumRepository(db), accounts, audit, clock, config.webhookAllowPrivate, cliActor(env), io);
+          return consortiumCommand(command.action, rest, new ConsortiumRepository(db), accounts, audit(), clock, config.webhookAllowPrivate, cliActor(env), io);
       }
     } finally {
       db.close();
@@ -303,10 +313,10 @@ function cliActor(env: NodeJS.ProcessEnv): AuditActor {
   return user ? `cli:${user}` : "cli";
 }
 
-function auditCommand(action: Action<"audit">, args: string[], store: SqliteAuditStore, policies: PolicyRepository, signer: AuditSigner, io: CliIo): number {
+function auditCommand(action: Action<"audit">, args: string[], store: SqliteAuditStore, policies: PolicyRepository, signer: () => AuditSigner, io: CliIo): number {
   if (action === "export-key") {
     parseArgs({ args, options: {}, strict: true });
-    io.out(signer.exportPublicKeyPem());
+    io.out(signer().exportPublicKeyPem());
     return 0;
   }
   if (action === "verify") {
@@ -315,7 +325,8 @@ function auditCommand(action: Action<"audit">, args: string[], store: SqliteAudi
       options: { "public-key": { type: "string" }, "expected-head": { type: "string" }, json: { type: "boolean" } },
       strict: true,
     });
-    const publicKey = values["public-key"] === undefined ? signer.publicKey : importPublicKeyPem(fs.readFileSync(values["public-key"], "utf8"));
+    const keyFile = values["public-key"];
+    const publicKey = keyFile === undefined ? signer().publicKey : publicKeyFile(keyFile);
     let expectedHead: { seq: number; hash: string } | undefined;
     if (values["expected-head"] !== undefined) {
       const match = /^([1-9][0-9]*):([0-9a-f]{64})$/.exec(values["expected-head"]);
@@ -346,6 +357,21 @@ function auditCommand(action: Action<"audit">, args: string[], store: SqliteAudi
     return result.ok && policyProblems.length === 0 ? 0 : 1;
   }
   return handled(action);
+}
+
+/** The Ed25519 public key in a PEM file named on the command line; one that cannot be read or is no such key is a wrong argument. */
+function publicKeyFile(file: string): KeyObject {
+  let pem: string;
+  try {
+    pem = fs.readFileSync(file, "utf8");
+  } catch (error) {
+    throw new UsageError(`--public-key ${file} cannot be read: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  try {
+    return importPublicKeyPem(pem);
+  } catch (error) {
+    throw new UsageError(`--public-key ${file} is not an Ed25519 public key in PEM (as audit export-key writes): ${error instanceof Error ? error.message : String(error)}`);
+  }
 }
 
 function dlqCommand(action: Action<"dlq">, args: string[], db: Db, accounts: AccountRepository, clock: Clock, io: CliIo): number {
@@ -553,6 +579,11 @@ async function serve(io: CliIo, env: NodeJS.ProcessEnv): Promise<number> {
 
 /** Entry point of the `fraudctl` bin. */
 export async function main(): Promise<void> {
+  // A reader that stopped early (`fraudctl audit verify | head -1`) closes the pipe: what is left to print
+  // has no reader, which is no failure of the command's.
+  process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code !== "EPIPE") throw error;
+  });
   const io: CliIo = { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t) };
   try {
     process.exitCode = await runCli(process.argv.slice(2), io);

@@ -139,7 +139,7 @@ function assembleApp(options: AppOptions, lock: DataDirectoryLock): App {
   const db = openDatabase(config.dataDir);
   const accounts = new AccountRepository(db);
   const auditStore = new SqliteAuditStore(db);
-  const auditSigner = AuditSigner.loadOrCreate(config.dataDir);
+  const auditSigner = AuditSigner.forLog(config.dataDir, auditStore.isEmpty());
   const audit = new AuditLog(auditStore, auditSigner, clock);
   const keys = new KeyService(accounts, new ApiKeyRepository(db), clock, audit, "system");
   const metrics = new Metrics();

@@ -58,6 +58,11 @@ export class SqliteAuditStore implements AuditStore {
     this.atomicTx = db.transaction((work: () => unknown) => work());
   }
 
+  /** Whether the log has no entry yet (a new data directory's). */
+  isEmpty(): boolean {
+    return this.lastStmt.get() === undefined;
+  }
+
   append(build: (last: AuditRecord | undefined) => AuditRecord): AuditRecord {
     const [record] = this.appendAll([build]);
     if (!record) throw new Error("the audit append stored nothing");

@@ -6,7 +6,7 @@ import path from "node:path";
 import Database from "../../src/store/sqlite-driver.cjs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { entryHash } from "../../src/audit/entry.js";
-import { AuditSigner, importPublicKeyPem, verifyHashSignature } from "../../src/audit/signer.js";
+import { AUDIT_KEY_FILE, AuditSigner, importPublicKeyPem, verifyHashSignature } from "../../src/audit/signer.js";
 import { ManualClock } from "../helpers/clock.js";
 import { botAttack } from "../helpers/inputs.js";
 import { runFraudctl } from "../helpers/process.js";
@@ -218,6 +218,42 @@ describe("fraudctl audit", () => {
     expect(withKey.code).toBe(0);
     expect(JSON.parse(withKey.stdout)).toMatchObject({ ok: true, checked: 7 });
   }, 30_000);
+
+  it("checks a copy of the log without its private key against the exported public key, and never makes a new key for it", async () => {
+    const exported = await runFraudctl(["audit", "export-key"], env);
+    const copy = tampered("SELECT 1");
+    const keyFile = path.join(copy, "exported.pem");
+    fs.writeFileSync(keyFile, exported.stdout);
+    fs.rmSync(path.join(copy, AUDIT_KEY_FILE));
+    try {
+      const withKey = await runFraudctl(["audit", "verify", "--public-key", keyFile], { FRAUD_DATA_DIR: copy });
+      expect(withKey.code).toBe(0);
+      expect(withKey.stdout).toMatch(/audit log intact: 7 entries/);
+      // A new key would sign the next entries with a key no verifier knows: the commands that need it refuse.
+      for (const args of [["audit", "verify"], ["audit", "export-key"], ["keys", "list", "--account", "acct_none"]]) {
+        const refused = await runFraudctl(args, { FRAUD_DATA_DIR: copy });
+        expect(refused.code, args.join(" ")).toBe(1);
+        expect(refused.stderr, args.join(" ")).toContain(`fraudctl: no audit signing key at ${path.join(copy, AUDIT_KEY_FILE)}, though the audit log has entries: restore the file from its backup`);
+      }
+      const serve = await runFraudctl(["serve"], { FRAUD_DATA_DIR: copy, PORT: "0", HOST: "127.0.0.1" });
+      expect(serve.code).toBe(1);
+      expect(serve.stderr).toContain("no audit signing key at");
+      expect(fs.existsSync(path.join(copy, AUDIT_KEY_FILE))).toBe(false);
+
+      // A key file that is no public key is a wrong argument (2), not a broken log (1).
+      fs.writeFileSync(path.join(copy, "garbage.pem"), "not a key\n");
+      for (const [file, message] of [
+        [path.join(copy, "garbage.pem"), /--public-key .*garbage\.pem is not an Ed25519 public key in PEM/],
+        [path.join(copy, "missing.pem"), /--public-key .*missing\.pem cannot be read: ENOENT/],
+      ] as const) {
+        const result = await runFraudctl(["audit", "verify", "--public-key", file], { FRAUD_DATA_DIR: copy });
+        expect(result.code, file).toBe(2);
+        expect(result.stderr, file).toMatch(message);
+      }
+    } finally {
+      fs.rmSync(copy, { recursive: true, force: true });
+    }
+  }, 60_000);
 
   it("names the first altered, deleted, inserted or reordered entry and exits 1", async () => {
     const third = rows()[2]?.id ?? "";
