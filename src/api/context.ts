@@ -2,7 +2,7 @@ import { createContextKey, type ContextValues } from "@connectrpc/connect";
 import type { ConnectError } from "@connectrpc/connect";
 import type { Principal } from "../auth/key-service.js";
 
-export type Protocol = "rest" | "connect" | "grpc" | "grpc-web";
+export type Protocol = "rest" | "connect" | "grpc" | "grpc-web" | "websocket";
 
 /**
  * What the transport knows about one call, shared by the interceptors, the

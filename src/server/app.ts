@@ -285,7 +285,7 @@ function assembleApp(options: AppOptions, lock: DataDirectoryLock): App {
     },
   });
   const listener = new DualProtocolListener(dispatcher.listener);
-  listener.onUpgrade(eventStream.handleUpgrade);
+  listener.onUpgrade(dispatcher.observedUpgrades(eventStream.handleUpgrade));
   // Expired analyze state and idempotency answers are pruned in the background.
   const maintenance = setInterval(() => {
     const now = clock.now();

@@ -19,6 +19,7 @@ import { allowCrossOriginAnswer, allowsCrossOrigin, answerPreflight, preflightMe
 import type { RestGateway } from "./gateway.js";
 import { requestUrl } from "./request-url.js";
 import { encodeGrpcMessage, type GrpcUnaryPath } from "./grpc-unary.js";
+import type { UpgradeHandler } from "./listener.js";
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
@@ -294,7 +295,6 @@ export class Dispatcher {
   }
 
   private observe(context: CallContext, route: string, component: ComponentName | undefined, status: number, grpcStatus: string | null | undefined): void {
-    const durationMs = performance.now() - context.startedAt;
     let code = "OK";
     let serverError = status >= 500;
     let clientError = status >= 400 && status < 500;
@@ -322,6 +322,34 @@ export class Dispatcher {
       serverError = false;
       clientError = true;
     }
+    this.record(context, route, component, status, code, serverError, clientError);
+  }
+
+  /**
+   * An upgrade handler whose requests are logged and counted as every call
+   * is (protocol websocket): a stream's opening, or its refusal (a key
+   * guessed at, a missing endpoint), leaves the same trace as a REST call.
+   */
+  observedUpgrades(handler: UpgradeHandler): UpgradeHandler {
+    return (req, socket, head) => {
+      const context: CallContext = {
+        requestId: newId("req"),
+        startedAt: performance.now(),
+        clientIp: this.deps.clientIp.resolve(req.socket?.remoteAddress, req.headers["x-forwarded-for"]),
+        protocol: "websocket",
+      };
+      const outcome = handler(req, socket, head);
+      if (outcome === undefined) return undefined;
+      context.principal = outcome.principal;
+      const route = `${req.method ?? "GET"} ${requestUrl(req.url)?.pathname ?? ""}`;
+      this.record(context, route, "Dashboard", outcome.status, outcome.code, outcome.status >= 500, outcome.status >= 400 && outcome.status < 500);
+      return outcome;
+    };
+  }
+
+  /** One call's metrics and its `request` log line. */
+  private record(context: CallContext, route: string, component: ComponentName | undefined, status: number, code: string, serverError: boolean, clientError: boolean): void {
+    const durationMs = performance.now() - context.startedAt;
     this.deps.metrics.observe({ route, protocol: context.protocol, code, serverError, clientError, durationMs, component });
     this.deps.logger.log(serverError ? "error" : "info", "request", {
       requestId: context.requestId,

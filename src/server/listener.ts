@@ -2,14 +2,23 @@ import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
 import type { Duplex } from "node:stream";
+import type { Principal } from "../auth/key-service.js";
 
 export type RequestListener = (
   req: http.IncomingMessage | http2.Http2ServerRequest,
   res: http.ServerResponse | http2.Http2ServerResponse,
 ) => void;
 
-/** Takes an HTTP/1.1 upgrade request's connection (WebSocket streams); false declines it. */
-export type UpgradeHandler = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => boolean;
+/** What a handler answered an upgrade request it took: 101 once switched, else its refusal; the key's principal when valid. */
+export interface UpgradeOutcome {
+  status: number;
+  /** OK, or the refusal's error code. */
+  code: string;
+  principal?: Principal | undefined;
+}
+
+/** Takes an HTTP/1.1 upgrade request's connection (WebSocket streams), saying what it answered; undefined declines it. */
+export type UpgradeHandler = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => UpgradeOutcome | undefined;
 
 /** Headers that ask for a protocol switch; dropped when a declined upgrade is served as plain HTTP/1.1. */
 const UPGRADE_HEADERS = new Set(["upgrade", "connection", "http2-settings"]);
@@ -111,7 +120,7 @@ export class DualProtocolListener {
     this.http1.on("upgrade", (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
       let taken: boolean;
       try {
-        taken = handler(req, socket, head);
+        taken = handler(req, socket, head) !== undefined;
       } catch {
         socket.end("HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
         return;

@@ -2,12 +2,13 @@ import http from "node:http";
 import type { Duplex } from "node:stream";
 import { WebSocket, WebSocketServer } from "ws";
 import { presentedKey } from "../api/interceptors.js";
-import type { KeyService } from "../auth/key-service.js";
+import type { KeyService, Principal } from "../auth/key-service.js";
 import type { Clock } from "../clock.js";
 import type { EventPublisher } from "../events/publisher.js";
 import type { Logger } from "../log.js";
 import type { Tenant } from "../store/tenant.js";
 import type { WebhookRepository } from "../store/webhooks.js";
+import type { UpgradeOutcome } from "../server/listener.js";
 import { requestUrl } from "../server/request-url.js";
 import type { WebhookEvent } from "./events.js";
 import { signPayload } from "./signature.js";
@@ -75,11 +76,11 @@ export class EventStream {
   }
 
   /** The listener's upgrade hook: takes the connection when it asks for the event stream, else declines. */
-  readonly handleUpgrade = (req: http.IncomingMessage, socket: Duplex, head: Buffer): boolean => {
+  readonly handleUpgrade = (req: http.IncomingMessage, socket: Duplex, head: Buffer): UpgradeOutcome | undefined => {
     const url = requestUrl(req.url);
     // Not the stream's path (or no URL at all): the HTTP/1.1 server answers it.
-    if (url === undefined) return false;
-    if (url.pathname !== EVENT_STREAM_PATH || req.headers.upgrade?.toLowerCase() !== "websocket") return false;
+    if (url === undefined) return undefined;
+    if (url.pathname !== EVENT_STREAM_PATH || req.headers.upgrade?.toLowerCase() !== "websocket") return undefined;
     // Keys come in headers only: a key in the query string would end up in proxy and access logs.
     const headers = new Headers();
     for (const name of ["x-api-key", "authorization"]) {
@@ -90,19 +91,19 @@ export class EventStream {
     const principal = key === undefined ? undefined : this.keys.authenticate(key);
     if (key === undefined || !principal) return refuse(socket, 401, "UNAUTHORIZED", "a valid API key is required in X-API-Key or Authorization: Bearer");
     if (!principal.permissions.has(STREAM_PERMISSION)) {
-      return refuse(socket, 403, "FORBIDDEN", `the API key lacks the ${STREAM_PERMISSION} permission`);
+      return refuse(socket, 403, "FORBIDDEN", `the API key lacks the ${STREAM_PERMISSION} permission`, principal);
     }
     const endpointId = url.searchParams.get("endpoint") ?? "";
     const tenant: Tenant = { accountId: principal.accountId, environment: principal.environment };
     const endpoint = this.endpoints.get(tenant, endpointId);
     if (!endpoint || endpoint.deliveryMethod !== "websocket") {
-      return refuse(socket, 404, "NOT_FOUND", `no websocket endpoint "${endpointId}": pass ?endpoint=whe_... of one`);
+      return refuse(socket, 404, "NOT_FOUND", `no websocket endpoint "${endpointId}": pass ?endpoint=whe_... of one`, principal);
     }
     if (endpoint.status !== "enabled") {
-      return refuse(socket, 409, "CONFLICT", `the websocket endpoint ${endpoint.id} is disabled: enable it to stream its events`);
+      return refuse(socket, 409, "CONFLICT", `the websocket endpoint ${endpoint.id} is disabled: enable it to stream its events`, principal);
     }
     this.server.handleUpgrade(req, socket, head, (client) => this.attach(endpoint.id, { socket: client, key, alive: true }));
-    return true;
+    return { status: 101, code: "OK", principal };
   };
 
   /** Closes the connections of an endpoint that no longer takes events (deleted or disabled), saying why. */
@@ -182,10 +183,10 @@ export class EventStream {
 }
 
 /** Answers a refused upgrade with the REST error shape and closes the connection. */
-function refuse(socket: Duplex, status: number, code: string, message: string): true {
+function refuse(socket: Duplex, status: number, code: string, message: string, principal?: Principal): UpgradeOutcome {
   const body = JSON.stringify({ success: false, error: { code, message, details: {} } });
   socket.end(
     `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? code}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
-  return true;
+  return { status, code, principal };
 }

@@ -256,6 +256,29 @@ describe("WebSocket delivery", () => {
     }
   });
 
+  it("logs and counts every opening and refusal as a request, as a REST call is", async () => {
+    const endpoint = await createStreamEndpoint(keys.test.secret);
+    const requestLines = () =>
+      server.logs
+        .map((line) => JSON.parse(line) as { msg: string; route?: string; protocol?: string; status?: number; code?: string; key?: string; requestId?: string; clientIp?: string })
+        .filter((line) => line.msg === "request" && line.route === "GET /api/v1/events/stream");
+    const before = requestLines().length;
+    expect(await connect(`?endpoint=${endpoint.id}`, { "x-api-key": "sk_test_guessed" })).toEqual({ refused: 401 });
+    const opened = await connect(`?endpoint=${endpoint.id}`, { "x-api-key": keys.test.secret });
+    if (!("socket" in opened)) throw new Error("refused");
+    opened.socket.close();
+    const lines = requestLines().slice(before);
+    expect(lines).toMatchObject([
+      { protocol: "websocket", status: 401, code: "UNAUTHORIZED", clientIp: "127.0.0.1" },
+      { protocol: "websocket", status: 101, code: "OK", clientIp: "127.0.0.1", key: `…${keys.test.secret.slice(-4)}` },
+    ]);
+    expect(lines[0]).not.toHaveProperty("key");
+    for (const line of lines) expect(line.requestId).toMatch(/^req_/);
+    const metrics = await (await fetch(`${server.url}/api/metrics`)).text();
+    expect(metrics).toMatch(/fraud_requests_total\{route="GET \/api\/v1\/events\/stream",protocol="websocket",outcome="client_error",code="UNAUTHORIZED"\} [1-9]/);
+    expect(metrics).toMatch(/fraud_requests_total\{route="GET \/api\/v1\/events\/stream",protocol="websocket",outcome="success",code="OK"\} [1-9]/);
+  });
+
   it("answers an upgrade request whose target is no URL path, and keeps serving", async () => {
     const reply = await new Promise<string>((resolve, reject) => {
       const socket = net.connect(Number(new URL(server.url).port), "127.0.0.1", () => {
