@@ -87,7 +87,7 @@ describe("WAL checkpoints under constant writes", () => {
 
   it("keeps the WAL near its limits by starting it over, even when commits hardly pause", async () => {
     // 256 and 512 frames of 4 KiB: about 1 and 2 MiB.
-    const { walBytes } = await walBytesAfterLoad({ intervalMs: 10, restartAboveFrames: 256, forceRestartAboveFrames: 512 }, CONSTANT_COMMITS);
+    const { walBytes } = await walBytesAfterLoad({ intervalMs: 10, restartAboveFrames: 256, forceRestartAboveFrames: 512, stuckWarningMs: 5_000 }, CONSTANT_COMMITS);
     // Without restarts the WAL would hold all of the 12 MiB written, and more (the last test).
     expect(walBytes).toBeLessThan(8 * 1024 * 1024);
   });
@@ -98,7 +98,7 @@ describe("WAL checkpoints under constant writes", () => {
     // not, on a loaded machine.
     // 40 bursts of 20 commits: 3.2 MiB, whose third is past the 1 MiB bound below.
     const { walBytes, writtenBytes } = await walBytesAfterLoad(
-      { intervalMs: 10, restartAboveFrames: 32, forceRestartAboveFrames: Number.MAX_SAFE_INTEGER },
+      { intervalMs: 10, restartAboveFrames: 32, forceRestartAboveFrames: Number.MAX_SAFE_INTEGER, stuckWarningMs: 5_000 },
       800,
       { every: 20, ms: 50 },
     );
@@ -114,6 +114,7 @@ describe("WAL checkpoints under constant writes", () => {
       intervalMs: 5,
       restartAboveFrames: 16,
       forceRestartAboveFrames: 32,
+      stuckWarningMs: 300,
     });
     const reader = openDatabase(dir);
     try {
@@ -124,12 +125,15 @@ describe("WAL checkpoints under constant writes", () => {
       reader.exec("BEGIN");
       reader.prepare("SELECT count(*) AS n FROM filler").get();
       for (let i = 0; i < 100; i++) insert.run();
+      const pastLimit = Date.now();
       const deadline = Date.now() + 10_000;
       while (!lines.some((line) => line.includes("the WAL cannot start over")) && Date.now() < deadline) {
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
       const warnings = lines.filter((line) => line.includes("the WAL cannot start over"));
       expect(warnings).toHaveLength(1);
+      // After the WAL had stayed past the limit for the time given, not after a count of ticks (5 ms each).
+      expect(Date.now() - pastLimit).toBeGreaterThanOrEqual(300);
       expect((JSON.parse(warnings[0] as string) as { walFrames: number }).walFrames).toBeGreaterThan(32);
     } finally {
       reader.exec("COMMIT");
@@ -140,7 +144,7 @@ describe("WAL checkpoints under constant writes", () => {
 
   it("lets it grow with every commit when it never starts over (what the limits are for)", async () => {
     const { walBytes, writtenBytes } = await walBytesAfterLoad(
-      { intervalMs: 10, restartAboveFrames: Number.MAX_SAFE_INTEGER, forceRestartAboveFrames: Number.MAX_SAFE_INTEGER },
+      { intervalMs: 10, restartAboveFrames: Number.MAX_SAFE_INTEGER, forceRestartAboveFrames: Number.MAX_SAFE_INTEGER, stuckWarningMs: 5_000 },
       CONSTANT_COMMITS,
     );
     expect(walBytes).toBeGreaterThan(writtenBytes / 2);

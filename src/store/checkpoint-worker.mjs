@@ -7,10 +7,8 @@ import Database from "./sqlite-driver.cjs";
 import { nameThread } from "../observability/thread-name.cjs";
 import { startOver } from "./wal-restart.mjs";
 
-const { file, intervalMs, restartAboveFrames, forceRestartAboveFrames } = workerData;
+const { file, intervalMs, restartAboveFrames, forceRestartAboveFrames, stuckWarningMs } = workerData;
 nameThread("fraud-wal");
-/** Ticks in a row past the hard limit without starting over before the thread says so (5 s at 200 ms). */
-const STUCK_TICKS = 25;
 
 const db = new Database(file);
 // Never waits for a lock: a checkpoint that would have to wait for a writer or a reader
@@ -33,17 +31,28 @@ const wal = {
   },
 };
 
-/** Ticks in a row that ended past the hard limit; the warning goes once per such stretch. */
-let stuckTicks = 0;
+/**
+ * When the WAL was first seen past the hard limit, in this stretch of ticks that all ended past it; the
+ * warning goes once per stretch. Measured in time, not ticks: a tick of many passes over a large WAL (a
+ * long read holding it, such as `fraudctl audit verify`) takes far longer than the interval.
+ */
+let stuckSince;
+let warned = false;
 
 function checkpoint() {
   try {
     const pass = wal.passive();
     const frames = pass.log > restartAboveFrames ? startOver(wal, pass, forceRestartAboveFrames) : pass.log;
-    stuckTicks = frames > forceRestartAboveFrames ? stuckTicks + 1 : 0;
-    if (stuckTicks === STUCK_TICKS) {
-      // A reader that never finishes (or a writer that never pauses) keeps even the forced restart out.
-      parentPort?.postMessage({ warning: "the WAL cannot start over: a reader or writer holds it past the hard limit", frames });
+    if (frames <= forceRestartAboveFrames) {
+      stuckSince = undefined;
+      warned = false;
+    } else {
+      stuckSince ??= performance.now();
+      if (!warned && performance.now() - stuckSince >= stuckWarningMs) {
+        warned = true;
+        // A reader that never finishes (or a writer that never pauses) keeps even the forced restart out.
+        parentPort?.postMessage({ warning: "the WAL cannot start over: a reader or writer holds it past the hard limit", frames });
+      }
     }
   } catch (error) {
     parentPort?.postMessage({ error: String(error) });

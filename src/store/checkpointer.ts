@@ -16,13 +16,15 @@ export interface CheckpointerOptions {
    * syncs (milliseconds to tens of them): what bounds the file when commits never pause (docs/benchmarks.md).
    */
   forceRestartAboveFrames: number;
+  /** How long the WAL may stay past that limit (a reader or writer holding it) before the log says so. */
+  stuckWarningMs: number;
 }
 
 /**
  * Frames of 4 KiB pages: past about 256 MiB (2 to 3 s at 1,000 decides a second) the WAL starts over at the
  * next moment between two commits, and past 512 MiB whatever it costs the writers.
  */
-const DEFAULT_OPTIONS: CheckpointerOptions = { intervalMs: 200, restartAboveFrames: 65_536, forceRestartAboveFrames: 131_072 };
+const DEFAULT_OPTIONS: CheckpointerOptions = { intervalMs: 200, restartAboveFrames: 65_536, forceRestartAboveFrames: 131_072, stuckWarningMs: 5_000 };
 
 /**
  * Checkpoints the WAL from a background thread. SQLite's automatic checkpoint
