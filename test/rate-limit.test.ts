@@ -181,7 +181,7 @@ describe("rate limits over the API", () => {
     expect((await feedback()).headers.get("ratelimit")).toMatch(/^"feedback_hourly";r=48;/);
   });
 
-  it("limits analyze per client IP, raised or lowered by FRAUD_ANALYZE_RATE_LIMIT, also over gRPC", async () => {
+  it("limits analyze per client IP within an account and environment, raised or lowered by FRAUD_ANALYZE_RATE_LIMIT, also over gRPC", async () => {
     const { keys } = server.createAccount();
     const other = server.createAccount().keys;
     const analyze = (key: string) =>
@@ -190,9 +190,13 @@ describe("rate limits over the API", () => {
         headers: { "content-type": "application/json", "x-api-key": key },
         body: JSON.stringify({ action: "login" }),
       });
-    for (let i = 0; i < 5; i++) expect((await analyze(i % 2 ? keys.test.publishable : other.test.secret)).status).not.toBe(429);
-    // Per IP, whatever the key.
-    expect((await analyze(keys.live.secret)).status).toBe(429);
+    // Another account's calls from the same address, with its publishable key, use none of this account's quota.
+    for (let i = 0; i < 5; i++) expect((await analyze(other.test.publishable)).status).toBe(200);
+    expect((await analyze(other.test.publishable)).status).toBe(429);
+    for (let i = 0; i < 5; i++) expect((await analyze(i % 2 ? keys.test.publishable : keys.test.secret)).status).toBe(200);
+    // Per IP, whatever the key of the account and environment; the live environment counts on its own.
+    expect((await analyze(keys.test.publishable)).status).toBe(429);
+    expect((await analyze(keys.live.publishable)).status).toBe(200);
     const client = grpcClient(server.port);
     try {
       const result = await grpcUnary(client, DecisionService, "Analyze", AnalyzeRequestSchema, AnalyzeResponseSchema, { action: "login" }, { "x-api-key": keys.test.secret });

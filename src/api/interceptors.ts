@@ -130,8 +130,13 @@ export function rateLimitInterceptor(
       let key: string | undefined;
       if (rule.scope === RateLimitScope.API_KEY) key = principal?.keyId;
       else if (rule.scope === RateLimitScope.ACCOUNT) key = principal && `${principal.accountId}/${principal.environment}`;
-      // Per network rather than address: an IPv6 client can send from any address of its /64.
-      else if (rule.scope === RateLimitScope.CLIENT_IP) key = clientNetwork(context.clientIp);
+      // Per network rather than address: an IPv6 client can send from any address of its /64. And per account
+      // and environment: the clients of one account (a shared NAT, an edge function's egress) must not use up
+      // another's quota from the same address, whose publishable key anyone can read.
+      else if (rule.scope === RateLimitScope.CLIENT_IP) {
+        const network = clientNetwork(context.clientIp);
+        key = principal ? `${principal.accountId}/${principal.environment}/${network}` : network;
+      }
       if (key === undefined) continue;
       const limit = principal?.rateLimitOverrides[rule.name] ?? installationOverrides[rule.name] ?? rule.limit;
       checks.push({ name: rule.name, key, limit, windowMs: rule.windowSeconds * 1000 });
