@@ -1,23 +1,39 @@
-import type { ConnectRouter } from "@connectrpc/connect";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { DescService } from "@bufbuild/protobuf";
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/health/v1/health_pb.js";
 import type { HealthMonitor } from "../observability/health.js";
 
-const WATCH_POLL_MS = 5_000;
+/** How a Watch stream is bounded: it needs no key, so that a prober can use it. */
+export interface WatchLimits {
+  /** How often a watch looks at the status again. */
+  pollMs: number;
+  /** How long one watch lasts before it ends (OK), and its client watches again. */
+  lifetimeMs: number;
+  /** Watches open at once, for the whole server; one more is refused with RESOURCE_EXHAUSTED. */
+  maxWatches: number;
+}
+
+/**
+ * A minute per watch, and 256 at once: far more than the probers of one
+ * server need, and what a keyless client can hold is bounded.
+ */
+const WATCH_LIMITS: WatchLimits = { pollMs: 5_000, lifetimeMs: 60_000, maxWatches: 256 };
 
 /**
  * The standard gRPC health service (grpc.health.v1), answering from the same
  * readiness checks as /api/health. "" means the whole server.
  */
-export function registerHealth(router: ConnectRouter, monitor: HealthMonitor, served: readonly DescService[]): void {
+export function createHealthService(monitor: HealthMonitor, served: readonly DescService[], limits: WatchLimits = WATCH_LIMITS): ServiceImpl<typeof Health> {
   const known = new Set(["", ...served.map((service) => service.typeName)]);
   const statusOf = (service: string): ServingStatus => {
     if (!known.has(service)) return ServingStatus.SERVICE_UNKNOWN;
     return monitor.ready() ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
   };
+  let watching = 0;
 
-  router.service(Health, {
+  return {
     check(request) {
       if (!known.has(request.service)) throw new ConnectError(`unknown service ${request.service}`, Code.NotFound);
       return { status: statusOf(request.service) };
@@ -28,21 +44,31 @@ export function registerHealth(router: ConnectRouter, monitor: HealthMonitor, se
       return { statuses: Object.fromEntries([...known].map((service) => [service, { status }])) };
     },
     async *watch(request, ctx) {
-      let last: ServingStatus | undefined;
-      while (!ctx.signal.aborted) {
-        const status = statusOf(request.service);
-        if (status !== last) {
-          last = status;
-          yield { status };
+      if (watching >= limits.maxWatches) {
+        throw new ConnectError(`${limits.maxWatches} health watches are open already; use Check, or watch again later`, Code.ResourceExhausted);
+      }
+      watching++;
+      try {
+        const endsAt = performance.now() + limits.lifetimeMs;
+        let last: ServingStatus | undefined;
+        while (!ctx.signal.aborted) {
+          const status = statusOf(request.service);
+          if (status !== last) {
+            last = status;
+            yield { status };
+          }
+          const left = endsAt - performance.now();
+          if (left <= 0) return;
+          // The timer takes its abort listener away when it fires, so a long watch holds one at a time.
+          await sleep(Math.min(limits.pollMs, left), undefined, { signal: ctx.signal }).catch(() => undefined);
         }
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, WATCH_POLL_MS);
-          ctx.signal.addEventListener("abort", () => {
-            clearTimeout(timer);
-            resolve();
-          }, { once: true });
-        });
+      } finally {
+        watching--;
       }
     },
-  });
+  };
+}
+
+export function registerHealth(router: ConnectRouter, monitor: HealthMonitor, served: readonly DescService[]): void {
+  router.service(Health, createHealthService(monitor, served));
 }
