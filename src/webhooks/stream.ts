@@ -127,6 +127,11 @@ export class EventStream {
     clients.add(client);
     const { socket } = client;
     socket.on("pong", () => (client.alive = true));
+    // Every ping the client sends queues a pong for it: one that sends pings and never reads would make the
+    // server hold its pongs without end. It gets the same limit as the events it does not read.
+    socket.on("ping", () => {
+      if (socket.bufferedAmount > MAX_BUFFERED_BYTES) this.drop(client, endpointId);
+    });
     socket.on("error", (error) => this.logger.log("warn", "event stream connection failed", { endpointId, error: error.message }));
     socket.once("close", () => {
       clients.delete(client);
@@ -155,11 +160,16 @@ export class EventStream {
       return false;
     }
     if (client.socket.bufferedAmount > MAX_BUFFERED_BYTES) {
-      this.logger.log("warn", "event stream client dropped: it is not reading its events", { endpointId, buffered: client.socket.bufferedAmount });
-      client.socket.terminate();
+      this.drop(client, endpointId);
       return false;
     }
     return true;
+  }
+
+  /** Ends the connection of a client that does not read what it is sent. */
+  private drop(client: StreamClient, endpointId: string): void {
+    this.logger.log("warn", "event stream client dropped: it is not reading its events", { endpointId, buffered: client.socket.bufferedAmount });
+    client.socket.terminate();
   }
 
   private broadcast(tenant: Tenant, event: WebhookEvent, body: string): void {

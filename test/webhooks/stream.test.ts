@@ -195,6 +195,31 @@ describe("A stream client that stops reading", () => {
     expect(reader.socket.readyState).toBe(WebSocket.OPEN);
     reader.socket.close();
   }, 60_000);
+
+  it("is dropped once 1 MiB of pongs waits for it, instead of making the server hold them all", async () => {
+    const key = flooded.createAccount("Pinging").keys.test.secret;
+    const endpoint = await createStreamEndpoint(key, [], flooded);
+    const stalled = await openStalledStream(endpoint.id, key, flooded);
+    const closed = new Promise<void>((resolve) => stalled.once("close", () => resolve()));
+    // The heartbeat (30 s here) would drop it for not answering pings too, but much later.
+    // A masked ping frame with 125 bytes of payload, as clients must mask: 131 bytes on the wire.
+    const mask = crypto.randomBytes(4);
+    const ping = Buffer.concat([Buffer.from([0x89, 0x80 | 125]), mask, Buffer.alloc(125)]);
+    const burst = Buffer.concat(Array.from({ length: 1_000 }, () => ping));
+    const dropped = () => flooded.logs.some((line) => line.includes("event stream client dropped") && line.includes(endpoint.id));
+    // Each burst queues 1,000 pongs (127 KB); the kernel's buffers take the first few megabytes.
+    const deadline = Date.now() + 30_000;
+    while (!dropped() && Date.now() < deadline && !stalled.destroyed) {
+      // The server runs in this process: every write gives it the event loop.
+      const room = stalled.write(burst);
+      await new Promise((resolve) => (room ? setImmediate(resolve) : setTimeout(resolve, 5)));
+    }
+    expect(dropped(), "the pinging client was never dropped").toBe(true);
+    stalled.on("data", () => undefined);
+    stalled.on("error", () => undefined);
+    stalled.resume();
+    await closed;
+  }, 45_000);
 });
 
 describe("WebSocket delivery", () => {
