@@ -101,6 +101,22 @@ describe("connection timeouts over HTTP/2", () => {
     }
   });
 
+  it("cancels a stream whose client never takes its answer, once the answer has not moved for the idle timeout", async () => {
+    // A flow-control window of zero: the server may send the answer's headers, never a byte of its body.
+    const session = http2.connect(`http://127.0.0.1:${port}`, { settings: { initialWindowSize: 0 } });
+    try {
+      const started = performance.now();
+      const stalled = session.request({ ":method": "POST", ":path": "/" });
+      stalled.on("error", () => undefined);
+      stalled.end("{}");
+      const closed = new Promise<number>((resolve) => stalled.on("close", () => resolve(stalled.rstCode ?? -1)));
+      expect(await closed).toBe(http2.constants.NGHTTP2_CANCEL);
+      expect(performance.now() - started).toBeGreaterThanOrEqual(TIMEOUTS.idleMs - 50);
+    } finally {
+      session.destroy();
+    }
+  });
+
   it("closes a session that has had no stream open for the idle timeout", async () => {
     const started = performance.now();
     const session = http2.connect(`http://127.0.0.1:${port}`);

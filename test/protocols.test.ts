@@ -1,5 +1,6 @@
 import http from "node:http";
 import http2 from "node:http2";
+import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as grpc from "@grpc/grpc-js";
 import { createClient } from "@connectrpc/connect";
@@ -277,5 +278,32 @@ describe("a gRPC-Web client over HTTP/1.1 sending past the size limit", () => {
     });
     expect(answer.body).toMatch(/grpc-status: ?8/);
     expect(answer.written).toBeLessThan(declared / 2);
+  });
+});
+
+describe("an HTTP/1.1 client that pipelines without reading its answers", () => {
+  it("has its connection closed past 32 requests waiting for their answers, while a few pipelined ones are all answered", async () => {
+    const pipeline = (count: number) =>
+      new Promise<{ answers: number; closed: boolean }>((resolve, reject) => {
+        const socket = net.connect(server.port, "127.0.0.1", () => socket.write("GET /api/health/live HTTP/1.1\r\nHost: x\r\n\r\n".repeat(count)));
+        let text = "";
+        const answers = () => text.split("HTTP/1.1 200 ").length - 1;
+        socket.on("data", (chunk: Buffer) => {
+          text += chunk.toString("latin1");
+          // All answered: the connection stays open (keep-alive); the test ends it.
+          if (answers() === count) {
+            socket.destroy();
+            resolve({ answers: count, closed: false });
+          }
+        });
+        socket.on("error", () => undefined);
+        socket.on("close", () => resolve({ answers: answers(), closed: true }));
+        setTimeout(() => reject(new Error(`no end after ${answers()} answers`)), 10_000).unref();
+      });
+    expect(await pipeline(8)).toEqual({ answers: 8, closed: false });
+    const flooded = await pipeline(1_000);
+    expect(flooded.closed).toBe(true);
+    expect(flooded.answers).toBeLessThanOrEqual(32);
+    expect(server.logs.filter((line) => line.includes("too many pipelined requests"))).toHaveLength(1);
   });
 });

@@ -54,6 +54,8 @@ function closeAfterAnswer(res: NodeResponse): void {
  */
 export class Dispatcher {
   private readonly rpcHandlers = new Map<string, UniversalHandler>();
+  /** HTTP/1.1 requests received and not yet answered, per connection (pipelining). */
+  private readonly pendingOnSocket = new WeakMap<object, number>();
   /** Responses not closed yet: what draining waits for, and asks to end their connections. */
   private readonly inFlight = new Set<NodeResponse>();
   private draining = false;
@@ -97,6 +99,7 @@ export class Dispatcher {
   }
 
   private async handle(req: NodeRequest, res: NodeResponse): Promise<void> {
+    if (!("stream" in res) && !this.admitPipelined(req.socket, res)) return;
     const startedAt = performance.now();
     const url = requestUrl(req.url) ?? new URL("http://localhost/");
     const pathname = url.pathname;
@@ -326,6 +329,29 @@ export class Dispatcher {
   }
 
   /**
+   * Counts an HTTP/1.1 request among its connection's unanswered ones, and
+   * closes the connection of a client that pipelines more than
+   * MAX_PIPELINED_REQUESTS without reading the answers: each answer waits in
+   * memory for the ones before it to be taken. (Browsers do not pipeline; a
+   * client that does sends a few at a time.)
+   */
+  private admitPipelined(socket: { destroy(): void; readonly destroyed: boolean }, res: NodeResponse): boolean {
+    const pending = (this.pendingOnSocket.get(socket) ?? 0) + 1;
+    if (pending > MAX_PIPELINED_REQUESTS) {
+      // The rest of what the client sent in the same read still reaches here, one request at a time: once.
+      if (!socket.destroyed) {
+        this.deps.logger.log("warn", "connection closed: too many pipelined requests waiting for their answers", { pending });
+        // The request's socket: a pipelined answer is attached to it only once the ones before it are written.
+        socket.destroy();
+      }
+      return false;
+    }
+    this.pendingOnSocket.set(socket, pending);
+    res.once("close", () => this.pendingOnSocket.set(socket, (this.pendingOnSocket.get(socket) ?? 1) - 1));
+    return true;
+  }
+
+  /**
    * An upgrade handler whose requests are logged and counted as every call
    * is (protocol websocket): a stream's opening, or its refusal (a key
    * guessed at, a missing endpoint), leaves the same trace as a REST call.
@@ -367,6 +393,9 @@ export class Dispatcher {
     });
   }
 }
+
+/** HTTP/1.1 requests one connection may have waiting for their answers; past it the connection closes. */
+const MAX_PIPELINED_REQUESTS = 32;
 
 /** The status logged and counted for a call whose client closed it before its answer was written. */
 const CLIENT_CLOSED_REQUEST = 499;

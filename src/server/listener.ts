@@ -28,8 +28,11 @@ const HTTP2_PREFACE_START = Buffer.from("PRI");
 /** A connection that sends nothing for this long is dropped before it is classified. */
 const FIRST_BYTES_TIMEOUT_MS = 10_000;
 
-/** Streams one HTTP/2 session may have open at once. */
-const MAX_STREAMS_PER_SESSION = 256;
+/**
+ * Streams one HTTP/2 session may have open at once: the 100 HTTP/2 recommends as the least to allow, which
+ * bounds what one connection whose client does not read its answers can leave waiting in the server.
+ */
+const MAX_STREAMS_PER_SESSION = 100;
 
 /** gRPC server reflection's methods (v1 and v1alpha). */
 const REFLECTION_PATH_PREFIX = "/grpc.reflection.";
@@ -84,7 +87,10 @@ export class DualProtocolListener {
       // Reflection is a bidirectional stream a tool keeps open while it asks: its request never "ends". It is
       // closed once it has been silent, both ways, for the idle timeout instead (it needs no key).
       if (headers[":path"]?.startsWith(REFLECTION_PATH_PREFIX)) stream.setTimeout(this.timeouts.idleMs, () => stream.close(http2.constants.NGHTTP2_CANCEL));
-      else this.limitRequestTime(stream);
+      else {
+        this.limitRequestTime(stream);
+        this.limitStalledAnswer(stream);
+      }
     });
     this.tcp = net.createServer((socket) => {
       this.sockets.add(socket);
@@ -159,6 +165,20 @@ export class DualProtocolListener {
     }, this.timeouts.requestMs);
     timer.unref();
     stream.once("close", () => clearTimeout(timer));
+  }
+
+  /**
+   * Cancels a stream whose answer has started and then not moved, either
+   * way, for the idle timeout: a client that never takes its answers (a
+   * flow-control window left at zero) would otherwise have the server hold
+   * them for as long as its session lives. A handler still working on its
+   * answer (no headers sent yet) is not cut short.
+   */
+  private limitStalledAnswer(stream: http2.ServerHttp2Stream): void {
+    stream.setTimeout(this.timeouts.idleMs);
+    stream.on("timeout", () => {
+      if (stream.headersSent) stream.close(http2.constants.NGHTTP2_CANCEL);
+    });
   }
 
   /** Closes (GOAWAY) a session that has had no stream open for the idle timeout, as keep-alive does for HTTP/1.1. */
