@@ -224,6 +224,36 @@ describe("SIGTERM", () => {
   });
 });
 
+describe("SIGTERM with a webhook delivery that never ends", () => {
+  it("exits once its grace period is over, instead of waiting out the delivery's 10 s timeout", async () => {
+    const otherDir = tempDir();
+    const hanging = http.createServer(() => undefined);
+    await new Promise<void>((resolve) => hanging.listen(0, "127.0.0.1", resolve));
+    const connected = new Promise<void>((resolve) => hanging.once("request", () => resolve()));
+    try {
+      const holder = await startServerProcess({ FRAUD_DATA_DIR: otherDir, FRAUD_SHUTDOWN_GRACE_MS: "500", FRAUD_WEBHOOK_ALLOW_PRIVATE: "true" });
+      const created = await runFraudctl(["accounts", "create", "--name", "Hanging", "--json"], { FRAUD_DATA_DIR: otherDir });
+      const key = (JSON.parse(created.stdout) as { keys: { test: { secret: string } } }).keys.test.secret;
+      const call = (path: string, body: unknown) =>
+        fetch(`${holder.url}${path}`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": key }, body: JSON.stringify(body) });
+      const url = `http://127.0.0.1:${(hanging.address() as net.AddressInfo).port}/hook`;
+      expect((await call("/api/v1/webhooks/endpoints", { url, events: ["decision.allow", "decision.challenge", "decision.deny"] })).status).toBe(201);
+      expect((await call("/api/v1/decide", { userId: "u1", action: "login", ip: "81.2.69.160" })).status).toBe(200);
+      await connected;
+      const stopping = performance.now();
+      holder.child.kill("SIGTERM");
+      expect(await holder.exited).toBe(0);
+      // The grace period and the outbox's last second, not the delivery's 10 s timeout.
+      expect(performance.now() - stopping).toBeLessThan(5_000);
+      expect(holder.output()).toMatch(/background tasks still running at the end of the shutdown grace period/);
+    } finally {
+      hanging.closeAllConnections();
+      hanging.close();
+      fs.rmSync(otherDir, { recursive: true, force: true });
+    }
+  }, 30_000);
+});
+
 describe("fraudctl pointed at a data directory that does not exist", () => {
   it("says so instead of creating an empty database and key there, except to create an account", async () => {
     const parent = tempDir();

@@ -121,6 +121,10 @@ export function guardedPost(url: string, body: string, headers: Record<string, s
       request.destroy();
       resolve({ error: "timeout" });
     }, ATTEMPT_TIMEOUT_MS);
+    // An attempt never keeps the process alive: one still running when shutdown's grace period ends is
+    // abandoned (and runs again at the next start) instead of holding the stopped service for its timeout.
+    deadline.unref();
+    request.on("socket", (socket) => socket.unref());
     request.on("error", (error: NodeJS.ErrnoException) => {
       clearTimeout(deadline);
       resolve({ error: connectionError(error) });
