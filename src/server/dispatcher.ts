@@ -99,7 +99,8 @@ export class Dispatcher {
   }
 
   private async handle(req: NodeRequest, res: NodeResponse): Promise<void> {
-    if (!("stream" in res) && !this.admitPipelined(req.socket, res)) return;
+    const http1 = !("stream" in res);
+    if (http1 && !this.admitPipelined(req.socket)) return;
     const startedAt = performance.now();
     const url = requestUrl(req.url) ?? new URL("http://localhost/");
     const pathname = url.pathname;
@@ -121,6 +122,7 @@ export class Dispatcher {
       const status = res.writableFinished ? res.statusCode : CLIENT_CLOSED_REQUEST;
       this.observe(context, route, component, status, grpcStatus());
       this.inFlight.delete(res);
+      if (http1) this.pendingOnSocket.set(req.socket, (this.pendingOnSocket.get(req.socket) ?? 1) - 1);
       if (this.inFlight.size === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
     });
     if (this.draining) closeAfterAnswer(res);
@@ -335,7 +337,7 @@ export class Dispatcher {
    * memory for the ones before it to be taken. (Browsers do not pipeline; a
    * client that does sends a few at a time.)
    */
-  private admitPipelined(socket: { destroy(): void; readonly destroyed: boolean }, res: NodeResponse): boolean {
+  private admitPipelined(socket: { destroy(): void; readonly destroyed: boolean }): boolean {
     const pending = (this.pendingOnSocket.get(socket) ?? 0) + 1;
     if (pending > MAX_PIPELINED_REQUESTS) {
       // The rest of what the client sent in the same read still reaches here, one request at a time: once.
@@ -346,8 +348,8 @@ export class Dispatcher {
       }
       return false;
     }
+    // Taken back when its answer closes (handle).
     this.pendingOnSocket.set(socket, pending);
-    res.once("close", () => this.pendingOnSocket.set(socket, (this.pendingOnSocket.get(socket) ?? 1) - 1));
     return true;
   }
 
