@@ -307,3 +307,46 @@ describe("an HTTP/1.1 client that pipelines without reading its answers", () => 
     expect(server.logs.filter((line) => line.includes("too many pipelined requests"))).toHaveLength(1);
   });
 });
+
+describe("what the RPC library refuses before any of the service's code runs", () => {
+  it("carries the service's error code on every protocol, so that a message too large is not taken for a rate limit", async () => {
+    const connect = (body: string | Uint8Array, contentType = "application/json") =>
+      fetch(`${server.url}/fraud.v1.DecisionService/Decide`, { method: "POST", headers: { "content-type": contentType, "connect-protocol-version": "1" }, body });
+    const unknownField = await connect(JSON.stringify({ userId: "u", action: "login", userID: "x" }));
+    expect(unknownField.status).toBe(400);
+    expect(unknownField.headers.get("fraud-error-code")).toBe("VALIDATION_ERROR");
+    expect(((await unknownField.json()) as { code: string }).code).toBe("invalid_argument");
+    // Connect answers resource_exhausted with 429, as it answers a rate limit: the code tells them apart.
+    const tooLarge = await connect(new Uint8Array(300_000), "application/proto");
+    expect(tooLarge.status).toBe(429);
+    expect(tooLarge.headers.get("fraud-error-code")).toBe("PAYLOAD_TOO_LARGE");
+    await tooLarge.arrayBuffer();
+
+    const json = new TextEncoder().encode(JSON.stringify({ userId: "u", action: "login", userID: "x" }));
+    const frame = new Uint8Array(5 + json.length);
+    new DataView(frame.buffer).setUint32(1, json.length);
+    frame.set(json, 5);
+    const web = await fetch(`${server.url}/fraud.v1.DecisionService/Decide`, { method: "POST", headers: { "content-type": "application/grpc-web+json" }, body: frame });
+    const webTrailer = new TextDecoder().decode(new Uint8Array(await web.arrayBuffer()).subarray(5));
+    expect(webTrailer).toMatch(/^grpc-status: ?3\r$/m);
+    expect(webTrailer).toMatch(/fraud-error-code: VALIDATION_ERROR/);
+
+    // gRPC with JSON messages (binary gRPC takes the service's own path, which has always carried the code).
+    const session = http2.connect(server.url);
+    try {
+      const stream = session.request({ ":method": "POST", ":path": "/fraud.v1.DecisionService/Decide", "content-type": "application/grpc+json", te: "trailers" });
+      stream.end(frame);
+      stream.resume();
+      const fields = await new Promise<http2.IncomingHttpHeaders>((resolve) => {
+        let headers: http2.IncomingHttpHeaders = {};
+        stream.on("response", (received) => (headers = received));
+        stream.on("trailers", (trailers) => resolve({ ...headers, ...trailers }));
+        stream.on("end", () => resolve(headers));
+      });
+      expect(fields["grpc-status"]).toBe("3");
+      expect(fields["fraud-error-code"]).toBe("VALIDATION_ERROR");
+    } finally {
+      session.close();
+    }
+  });
+});

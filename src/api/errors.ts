@@ -60,6 +60,11 @@ const CODE_FROM_GRPC: Partial<Record<Code, ErrorCode>> = {
   [Code.Canceled]: "CANCELED",
 };
 
+/** The service's code for a status the protocol layer answered by itself (undefined for OK or one it has none for). */
+export function errorCodeOfProtocolRefusal(code: Code): ErrorCode | undefined {
+  return CODE_FROM_GRPC[code];
+}
+
 /** Response header (Connect, REST) or trailer (gRPC) that carries the code string. */
 export const ERROR_CODE_HEADER = "fraud-error-code";
 

@@ -99,8 +99,9 @@ export class Dispatcher {
   }
 
   private async handle(req: NodeRequest, res: NodeResponse): Promise<void> {
-    const http1 = !("stream" in res);
-    if (http1 && !this.admitPipelined(req.socket)) return;
+    // The HTTP/1.1 connection, held here: the request lets go of it (null) once the answer is done.
+    const connection = "stream" in res ? undefined : req.socket;
+    if (connection && !this.admitPipelined(connection)) return;
     const startedAt = performance.now();
     const url = requestUrl(req.url) ?? new URL("http://localhost/");
     const pathname = url.pathname;
@@ -122,7 +123,7 @@ export class Dispatcher {
       const status = res.writableFinished ? res.statusCode : CLIENT_CLOSED_REQUEST;
       this.observe(context, route, component, status, grpcStatus());
       this.inFlight.delete(res);
-      if (http1) this.pendingOnSocket.set(req.socket, (this.pendingOnSocket.get(req.socket) ?? 1) - 1);
+      if (connection) this.pendingOnSocket.set(connection, (this.pendingOnSocket.get(connection) ?? 1) - 1);
       if (this.inFlight.size === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
     });
     if (this.draining) closeAfterAnswer(res);

@@ -1,42 +1,69 @@
-// connect-es answers a request message that does not decode (binary bytes that are no message of the RPC's
-// input) as `internal`: 500 over Connect, grpc-status 13 over gRPC-Web. That is the client's fault, and a
-// client told 500 retries it (part 7: "server error, automatically retried"). Binary gRPC takes the unary
-// path, which answers INVALID_ARGUMENT itself (grpc-unary.ts); this gives the library's refusals the same code.
+// What connect-es refuses itself, before any of the service's code runs (a message that does not decode, is
+// too large, has an unknown JSON field, a compression it does not take, a malformed timeout), carries none of
+// the service's own error code: this adds it (`fraud-error-code`, as every other error carries), so that a
+// client can tell a message too large (PAYLOAD_TOO_LARGE, which Connect answers 429) from a rate limit.
+//
+// And connect-es answers a request message that does not decode (binary bytes that are no message of the
+// RPC's input) as `internal`: 500 over Connect, grpc-status 13 over gRPC-Web and gRPC. That is the client's
+// fault, and a client told 500 retries it (part 7: "server error, automatically retried"). Binary gRPC takes
+// the unary path, which answers INVALID_ARGUMENT itself (grpc-unary.ts); this gives the library's refusals
+// the same code.
+import { Code } from "@connectrpc/connect";
 import { readAllBytes, type UniversalServerResponse } from "@connectrpc/connect/protocol";
-import { ERROR_CODE_HEADER } from "../api/errors.js";
+import { codeFromString } from "@connectrpc/connect/protocol-connect";
+import { ERROR_CODE_HEADER, errorCodeOfProtocolRefusal } from "../api/errors.js";
 
-const GRPC_INVALID_ARGUMENT = "3";
 /** gRPC-Web sends its trailers as the last frame of the body, flagged so. */
 const TRAILER_FRAME = 0x80;
 /** A Connect error answer is small; reading one past this fails the answer instead. */
 const MAX_REFUSAL_BYTES = 64 * 1024;
 
+/** The code a library refusal is answered with: `internal` (bytes that do not decode) is the client's fault. */
+function answeredCode(code: Code): Code {
+  return code === Code.Internal ? Code.InvalidArgument : code;
+}
+
 /**
- * The answer with an `internal` refusal made before any of the service's code ran turned into
- * `invalid_argument` (the caller knows that none ran: no interceptor saw the call). Any other answer is
- * returned as it is.
+ * The answer to a call refused before any of the service's code ran (the
+ * caller knows that none ran: no interceptor saw the call), with the
+ * service's error code added and an `internal` refusal turned into
+ * `invalid_argument`. Any other answer is returned as it is.
  */
 export async function asClientFault(res: UniversalServerResponse): Promise<UniversalServerResponse> {
   const contentType = res.header?.get("content-type") ?? "";
   if (res.header?.has(ERROR_CODE_HEADER)) return res;
-  if (res.body === undefined) return res;
   if (contentType.startsWith("application/grpc-web")) {
+    if (res.body === undefined) return res;
     // Only the first chunk, the refusal's trailer frame: the rest of the body, if any, passes as it comes (a
     // client still sending past the size limit keeps the stream open, and its error must not wait for that).
     const chunks = res.body[Symbol.asyncIterator]();
     const first = await chunks.next();
     if (first.done === true) return res;
-    const rewritten = grpcWebAsInvalidArgument(first.value);
+    const rewritten = grpcWebRefusal(first.value);
     const header = new Headers(res.header);
     if (rewritten !== first.value) header.delete("content-length");
     return { ...res, header, body: prepend(rewritten, chunks) };
   }
-  if (res.status === 500 && contentType.startsWith("application/json")) {
+  if (contentType.startsWith("application/grpc")) {
+    // gRPC (JSON over the library's path): the status is in the trailers, or in the headers of a trailers-only answer.
+    const inTrailer = res.trailer?.has("grpc-status") === true;
+    const fields = new Headers(inTrailer ? res.trailer : res.header);
+    const status = Number(fields.get("grpc-status") ?? "0");
+    const errorCode = status === 0 ? undefined : errorCodeOfProtocolRefusal(answeredCode(status));
+    if (errorCode === undefined) return res;
+    if (status === Code.Internal) fields.set("grpc-status", String(Code.InvalidArgument));
+    fields.set(ERROR_CODE_HEADER, errorCode);
+    return inTrailer ? { ...res, trailer: fields } : { ...res, header: fields };
+  }
+  if (res.status !== 200 && contentType.startsWith("application/json") && res.body !== undefined) {
     const body = await readAllBytes(res.body, MAX_REFUSAL_BYTES);
     const error = JSON.parse(new TextDecoder().decode(body)) as { code?: unknown };
-    if (error.code !== "internal") return withBody(res, res.status, res.header, body);
+    const code = typeof error.code === "string" ? codeFromString(error.code) : undefined;
+    const errorCode = code === undefined ? undefined : errorCodeOfProtocolRefusal(answeredCode(code));
+    if (code === undefined || errorCode === undefined) return withBody(res, res.status, res.header, body);
     const header = new Headers(res.header);
-    header.set(ERROR_CODE_HEADER, "VALIDATION_ERROR");
+    header.set(ERROR_CODE_HEADER, errorCode);
+    if (code !== Code.Internal) return withBody(res, res.status, header, body);
     return withBody(res, 400, header, new TextEncoder().encode(JSON.stringify({ ...error, code: "invalid_argument" })));
   }
   return res;
@@ -49,8 +76,8 @@ function withBody(res: UniversalServerResponse, status: number, header: Headers 
   return { ...res, status, header: headers, body: once(body) };
 }
 
-/** A gRPC-Web body whose trailer frame says grpc-status 13, saying 3 instead, with the error code the service's own refusals carry. */
-function grpcWebAsInvalidArgument(body: Uint8Array): Uint8Array {
+/** A gRPC-Web body whose trailer frame has a failure, with the service's error code added (and 13 said as 3). */
+function grpcWebRefusal(body: Uint8Array): Uint8Array {
   let at = 0;
   while (at + 5 <= body.length) {
     const length = new DataView(body.buffer, body.byteOffset + at + 1, 4).getUint32(0);
@@ -58,9 +85,12 @@ function grpcWebAsInvalidArgument(body: Uint8Array): Uint8Array {
     if (end > body.length) break;
     if ((body[at] ?? 0) & TRAILER_FRAME) {
       const trailer = new TextDecoder().decode(body.subarray(at + 5, end));
-      const rewritten = trailer.replace(/^grpc-status: ?13(\r?)$/im, `grpc-status: ${GRPC_INVALID_ARGUMENT}$1`);
-      if (rewritten === trailer) return body;
-      const bytes = new TextEncoder().encode(`${rewritten}${ERROR_CODE_HEADER}: VALIDATION_ERROR\r\n`);
+      const status = /^grpc-status: ?(\d+)\r?$/im.exec(trailer);
+      const code = status ? answeredCode(Number(status[1])) : Code.Unknown;
+      const errorCode = status && Number(status[1]) !== 0 ? errorCodeOfProtocolRefusal(code) : undefined;
+      if (errorCode === undefined) return body;
+      const rewritten = trailer.replace(/^grpc-status: ?\d+(\r?)$/im, `grpc-status: ${code}$1`);
+      const bytes = new TextEncoder().encode(`${rewritten}${ERROR_CODE_HEADER}: ${errorCode}\r\n`);
       const frame = new Uint8Array(5 + bytes.length);
       frame[0] = body[at] ?? TRAILER_FRAME;
       new DataView(frame.buffer).setUint32(1, bytes.length);
