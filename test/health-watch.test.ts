@@ -50,13 +50,39 @@ describe("grpc.health.v1.Health/Watch", () => {
     expect(error).toBeInstanceOf(ConnectError);
     expect((error as ConnectError).code).toBe(Code.ResourceExhausted);
 
-    // The client of the first one leaves: its place is free.
+    // The client of the first one leaves: its watch ends (canceled), and its place is free.
     contexts[0]?.abort();
-    expect((await open[0]?.next())?.done).toBe(true);
+    await expect(open[0]?.next()).rejects.toMatchObject({ code: Code.Canceled });
     const again = service.watch(request, watchContext())[Symbol.asyncIterator]();
     expect((await again.next()).value).toEqual({ status: ServingStatus.SERVING });
     contexts[1]?.abort();
-    await open[1]?.next();
+    await expect(open[1]?.next()).rejects.toMatchObject({ code: Code.Canceled });
     await again.return?.(undefined);
+  });
+
+  it("ends a watch whose deadline passed with DEADLINE_EXCEEDED, not as a stream that ended well", async () => {
+    const service = createHealthService(new HealthMonitor(db), [], { pollMs: 1_000, lifetimeMs: 60_000, maxWatches: 4 });
+    const ctx = createHandlerContext({ service: Health, method: Health.method.watch, protocolName: "grpc", requestMethod: "POST", url: "http://localhost/", timeoutMs: 50 });
+    const watch = service.watch(create(HealthCheckRequestSchema, { service: "" }), ctx)[Symbol.asyncIterator]();
+    expect((await watch.next()).value).toEqual({ status: ServingStatus.SERVING });
+    const error = await watch.next().then(() => undefined, (e: unknown) => e);
+    expect(error).toBeInstanceOf(ConnectError);
+    expect((error as ConnectError).code).toBe(Code.DeadlineExceeded);
+  });
+
+  it("tells its watchers NOT_SERVING and ends their streams when shutdown starts, instead of holding the grace period", async () => {
+    const monitor = new HealthMonitor(db);
+    const service = createHealthService(monitor, [], { pollMs: 60_000, lifetimeMs: 600_000, maxWatches: 4 });
+    const ctx = watchContext();
+    const seen: ServingStatus[] = [];
+    const watched = (async () => {
+      for await (const response of service.watch(create(HealthCheckRequestSchema, { service: "" }), ctx)) seen.push(response.status ?? ServingStatus.UNKNOWN);
+    })();
+    await expect.poll(() => seen.length).toBe(1);
+    const started = performance.now();
+    monitor.markDraining();
+    await watched;
+    expect(performance.now() - started).toBeLessThan(1_000);
+    expect(seen).toEqual([ServingStatus.SERVING, ServingStatus.NOT_SERVING]);
   });
 });

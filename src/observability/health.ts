@@ -41,9 +41,17 @@ export class HealthMonitor {
     this.writeChecks.push(check);
   }
 
+  private readonly drainingController = new AbortController();
+
+  /** Aborted when shutdown starts: what waits on the status (a health Watch) stops waiting. */
+  get drainingSignal(): AbortSignal {
+    return this.drainingController.signal;
+  }
+
   /** Called when shutdown starts: readiness turns false so balancers stop sending traffic. */
   markDraining(): void {
     this.draining = true;
+    this.drainingController.abort();
   }
 
   /** Pending background tasks; undefined when they cannot be counted (the store is failing). */

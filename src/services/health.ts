@@ -48,10 +48,18 @@ export function createHealthService(monitor: HealthMonitor, served: readonly Des
         throw new ConnectError(`${limits.maxWatches} health watches are open already; use Check, or watch again later`, Code.ResourceExhausted);
       }
       watching++;
+      // The client leaving (or its deadline), or the server shutting down, ends the wait at once. (One
+      // listener on each, taken away when the watch ends: the shutdown signal lives as long as the server.)
+      const stop = new AbortController();
+      const abort = () => stop.abort();
+      ctx.signal.addEventListener("abort", abort, { once: true });
+      monitor.drainingSignal.addEventListener("abort", abort, { once: true });
+      if (ctx.signal.aborted || monitor.drainingSignal.aborted) stop.abort();
+      const signal = stop.signal;
       try {
         const endsAt = performance.now() + limits.lifetimeMs;
         let last: ServingStatus | undefined;
-        while (!ctx.signal.aborted) {
+        while (!signal.aborted) {
           const status = statusOf(request.service);
           if (status !== last) {
             last = status;
@@ -60,10 +68,17 @@ export function createHealthService(monitor: HealthMonitor, served: readonly Des
           const left = endsAt - performance.now();
           if (left <= 0) return;
           // The timer takes its abort listener away when it fires, so a long watch holds one at a time.
-          await sleep(Math.min(limits.pollMs, left), undefined, { signal: ctx.signal }).catch(() => undefined);
+          await sleep(Math.min(limits.pollMs, left), undefined, { signal }).catch(() => undefined);
         }
+        // A deadline that passed is DEADLINE_EXCEEDED, not a stream that ended well.
+        if (ctx.signal.aborted) throw ConnectError.from(ctx.signal.reason, Code.Canceled);
+        // Shutting down: the watcher hears NOT_SERVING and its stream ends, rather than being cut off at the
+        // end of the grace period (which it would hold).
+        if (last !== ServingStatus.NOT_SERVING && known.has(request.service)) yield { status: ServingStatus.NOT_SERVING };
       } finally {
         watching--;
+        ctx.signal.removeEventListener("abort", abort);
+        monitor.drainingSignal.removeEventListener("abort", abort);
       }
     },
   };
