@@ -214,10 +214,12 @@ describe("one port, four protocols", () => {
           call.write(create(requestSchema, { messageRequest: { case: "fileContainingSymbol", value: "fraud.v1.NoSuchThing" } }));
           // Only in error details: served so that clients can decode a failure's detail.
           call.write(create(requestSchema, { messageRequest: { case: "fileContainingSymbol", value: "fraud.v1.ErrorDetail" } }));
+          // An enum value, scoped as a sibling of its enum (grpcurl describe fraud.v1.RESPONSE_SHAPE_ENVELOPE).
+          call.write(create(requestSchema, { messageRequest: { case: "fileContainingSymbol", value: "fraud.v1.RESPONSE_SHAPE_ENVELOPE" } }));
           call.end();
         });
-        expect(responses).toHaveLength(5);
-        const [list, file, method, missing, errorDetail] = responses;
+        expect(responses).toHaveLength(6);
+        const [list, file, method, missing, errorDetail, enumValue] = responses;
         expect(list?.messageResponse.case).toBe("listServicesResponse");
         const names = list?.messageResponse.case === "listServicesResponse" ? list.messageResponse.value.service.map((s) => s.name) : [];
         expect(names).toEqual(expect.arrayContaining(["fraud.v1.DecisionService", "fraud.v1.StatusService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"]));
@@ -231,6 +233,8 @@ describe("one port, four protocols", () => {
         expect(missing?.messageResponse.case).toBe("errorResponse");
         const errorFiles = errorDetail?.messageResponse.case === "fileDescriptorResponse" ? errorDetail.messageResponse.value.fileDescriptorProto : [];
         expect(errorFiles.map((bytes) => fromBinary(FileDescriptorProtoSchema, bytes).name)[0]).toBe("fraud/v1/errors.proto");
+        const enumFiles = enumValue?.messageResponse.case === "fileDescriptorResponse" ? enumValue.messageResponse.value.fileDescriptorProto : [];
+        expect(enumFiles.map((bytes) => fromBinary(FileDescriptorProtoSchema, bytes).name)[0]).toBe("fraud/v1/options.proto");
       } finally {
         client.close();
       }

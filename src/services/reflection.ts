@@ -86,8 +86,17 @@ export function registerReflection(router: ConnectRouter, served: readonly DescS
     const direct = registry.get(symbol);
     if (direct) return direct.file;
     // Methods and fields: look up their parent type.
-    const parent = symbol.slice(0, symbol.lastIndexOf("."));
-    return parent ? registry.get(parent)?.file : undefined;
+    const dot = symbol.lastIndexOf(".");
+    const parent = symbol.slice(0, dot);
+    const ofParent = parent ? registry.get(parent)?.file : undefined;
+    if (ofParent) return ofParent;
+    // Enum values are scoped as siblings of their enum (fraud.v1.RESPONSE_SHAPE_ENVELOPE): an enum in the
+    // same scope that has a value of that name.
+    const name = symbol.slice(dot + 1);
+    for (const type of registry) {
+      if (type.kind === "enum" && type.typeName.slice(0, type.typeName.lastIndexOf(".")) === parent && type.values.some((value) => value.name === name)) return type.file;
+    }
+    return undefined;
   }
 
   function withDependencies(file: DescFile): DescFile[] {
