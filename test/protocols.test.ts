@@ -335,6 +335,12 @@ describe("what the RPC library refuses before any of the service's code runs", (
     expect(webTrailer).toMatch(/^grpc-status: ?3\r$/m);
     expect(webTrailer).toMatch(/fraud-error-code: VALIDATION_ERROR/);
 
+    // A content type no protocol takes, such as gRPC-Web's text mode (grpc-web's default), is told what is.
+    const text = await fetch(`${server.url}/fraud.v1.StatusService/GetStatus`, { method: "POST", headers: { "content-type": "application/grpc-web-text" }, body: "AAAAAAA=" });
+    expect(text.status).toBe(415);
+    expect(text.headers.get("fraud-error-code")).toBe("UNSUPPORTED_MEDIA_TYPE");
+    expect(await text.text()).toMatch(/gRPC-Web's text mode \(application\/grpc-web-text\) is not served: use the binary mode/);
+
     // gRPC with JSON messages (binary gRPC takes the service's own path, which has always carried the code).
     const session = http2.connect(server.url);
     try {

@@ -13,6 +13,12 @@ import { readAllBytes, type UniversalServerResponse } from "@connectrpc/connect/
 import { codeFromString } from "@connectrpc/connect/protocol-connect";
 import { ERROR_CODE_HEADER, errorCodeOfProtocolRefusal } from "../api/errors.js";
 
+/** What a client sending a content type no protocol takes is told (gRPC-Web's text mode among them). */
+const UNSUPPORTED_MEDIA_TYPE_MESSAGE =
+  "unsupported content type: this endpoint takes Connect (application/json, application/proto), gRPC (application/grpc, " +
+  "application/grpc+proto, application/grpc+json) and gRPC-Web (application/grpc-web, application/grpc-web+proto, " +
+  "application/grpc-web+json); gRPC-Web's text mode (application/grpc-web-text) is not served: use the binary mode\n";
+
 /** gRPC-Web sends its trailers as the last frame of the body, flagged so. */
 const TRAILER_FRAME = 0x80;
 /** A Connect error answer is small; reading one past this fails the answer instead. */
@@ -32,6 +38,13 @@ function answeredCode(code: Code): Code {
 export async function asClientFault(res: UniversalServerResponse): Promise<UniversalServerResponse> {
   const contentType = res.header?.get("content-type") ?? "";
   if (res.header?.has(ERROR_CODE_HEADER)) return res;
+  if (res.status === 415) {
+    // A content type no protocol of the router's takes: connect-es answers it with no body at all.
+    const header = new Headers(res.header);
+    header.set(ERROR_CODE_HEADER, "UNSUPPORTED_MEDIA_TYPE");
+    header.set("content-type", "text/plain; charset=utf-8");
+    return withBody(res, 415, header, new TextEncoder().encode(UNSUPPORTED_MEDIA_TYPE_MESSAGE));
+  }
   if (contentType.startsWith("application/grpc-web")) {
     if (res.body === undefined) return res;
     // Only the first chunk, the refusal's trailer frame: the rest of the body, if any, passes as it comes (a
