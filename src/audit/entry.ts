@@ -4,7 +4,12 @@ import type { Clock } from "../clock.js";
 import { newId } from "../ids.js";
 import { canonicalJson } from "../canonical-json.js";
 import type { JsonValue } from "../canonical-json.js";
-import type { AuditSigner } from "./signer.js";
+
+/** What signs an entry: the installation's key (AuditSigner), or whatever loads it when first needed. */
+export interface EntrySigner {
+  /** Ed25519 signature of a hex SHA-256 entry hash, hex. */
+  sign(hashHex: string): string;
+}
 
 /** What an entry records. Decisions plus every administrative change (docs/audit-log.md). */
 export type AuditAction =
@@ -130,7 +135,7 @@ export function entryHash(prevHash: string, body: string): string {
 export function appendEntry(
   prev: AuditRecord | undefined,
   fields: AuditFields,
-  signer: AuditSigner,
+  signer: EntrySigner,
   clock: Clock,
 ): AuditRecord {
   const body: AuditBody = {

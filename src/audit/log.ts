@@ -1,7 +1,6 @@
 import type { Clock } from "../clock.js";
 import { appendEntry } from "./entry.js";
-import type { AuditFields, AuditRecord } from "./entry.js";
-import type { AuditSigner } from "./signer.js";
+import type { AuditFields, AuditRecord, EntrySigner } from "./entry.js";
 
 /**
  * Where entries are kept. The SQLite repository implements it with a table
@@ -46,7 +45,7 @@ export interface AuditTrail {
 export class AuditLog implements AuditTrail {
   constructor(
     private readonly store: AuditStore,
-    private readonly signer: AuditSigner,
+    private readonly signer: EntrySigner,
     private readonly clock: Clock,
   ) {}
 

@@ -115,29 +115,31 @@ export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv =
     try {
       const accounts = new AccountRepository(db);
       const auditStore = new SqliteAuditStore(db);
-      // Loaded by the commands that sign or show the key only: `audit verify --public-key` checks a log whose
-      // private key is not here.
+      // The key is loaded when a command first signs or shows it: listing keys needs none, and `audit verify
+      // --public-key` checks a log whose private key is not here.
+      let loaded: AuditSigner | undefined;
       const signer = (): AuditSigner => {
         try {
-          return AuditSigner.forLog(config.dataDir, auditStore.isEmpty());
+          loaded ??= AuditSigner.forLog(config.dataDir, auditStore.isEmpty());
+          return loaded;
         } catch (error) {
           if (error instanceof MissingAuditKeyError) throw new Refusal(error.message);
           throw error;
         }
       };
-      const audit = () => new AuditLog(auditStore, signer(), clock);
-      const keys = () => new KeyService(accounts, new ApiKeyRepository(db), clock, audit(), cliActor(env));
+      const audit = new AuditLog(auditStore, { sign: (hashHex) => signer().sign(hashHex) }, clock);
+      const keys = new KeyService(accounts, new ApiKeyRepository(db), clock, audit, cliActor(env));
       switch (command.group) {
         case "accounts":
-          return accountsCommand(command.action, rest, accounts, keys(), io);
+          return accountsCommand(command.action, rest, accounts, keys, io);
         case "keys":
-          return keysCommand(command.action, rest, keys(), accounts, io);
+          return keysCommand(command.action, rest, keys, accounts, io);
         case "audit":
           return auditCommand(command.action, rest, auditStore, new PolicyRepository(db), signer, io);
         case "dlq":
           return dlqCommand(command.action, rest, db, accounts, clock, io);
         case "consortium":
-          return consortiumCommand(command.action, rest, new ConsortiumRepository(db), accounts, audit(), clock, config.webhookAllowPrivate, cliActor(env), io);
+          return consortiumCommand(command.action, rest, new ConsortiumRepository(db), accounts, audit, clock, config.webhookAllowPrivate, cliActor(env), io);
       }
     } finally {
       db.close();

@@ -229,8 +229,10 @@ describe("fraudctl audit", () => {
       const withKey = await runFraudctl(["audit", "verify", "--public-key", keyFile], { FRAUD_DATA_DIR: copy });
       expect(withKey.code).toBe(0);
       expect(withKey.stdout).toMatch(/audit log intact: 7 entries/);
-      // A new key would sign the next entries with a key no verifier knows: the commands that need it refuse.
-      for (const args of [["audit", "verify"], ["audit", "export-key"], ["keys", "list", "--account", "acct_none"]]) {
+      // A new key would sign the next entries with a key no verifier knows: the commands that need it refuse,
+      // and those that do not (listing) still work.
+      expect((await runFraudctl(["accounts", "list"], { FRAUD_DATA_DIR: copy })).code).toBe(0);
+      for (const args of [["audit", "verify"], ["audit", "export-key"], ["accounts", "create", "--name", "Signed"]]) {
         const refused = await runFraudctl(args, { FRAUD_DATA_DIR: copy });
         expect(refused.code, args.join(" ")).toBe(1);
         expect(refused.stderr, args.join(" ")).toContain(`fraudctl: no audit signing key at ${path.join(copy, AUDIT_KEY_FILE)}, though the audit log has entries: restore the file from its backup`);
