@@ -31,9 +31,12 @@ export class DataDirectoryLock {
   static acquire(dataDir: string): DataDirectoryLock {
     fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     const file = path.join(dataDir, LOCK_FILE);
-    // Created for its owner only, as the database is (database.ts).
-    fs.closeSync(fs.openSync(file, "a", 0o600));
+    // SQLite creates the file, and it is made its owner's only after. Never opened with Node's fs: closing any
+    // descriptor of a file drops every POSIX lock the process holds on it, this process's own lock included
+    // (SQLite guards its own descriptors against that, not others'). It holds nothing secret, and the data
+    // directory is its owner's only (0700).
     const db = new Database(file, { timeout: 0 });
+    fs.chmodSync(file, 0o600);
     try {
       db.pragma("locking_mode = EXCLUSIVE");
       db.exec("BEGIN EXCLUSIVE");
