@@ -166,8 +166,9 @@ export class EventStream {
     return true;
   }
 
-  /** Ends the connection of a client that does not read what it is sent. */
+  /** Ends the connection of a client that does not read what it is sent (once: the rest of a burst of pings finds it ending). */
   private drop(client: StreamClient, endpointId: string): void {
+    if (client.socket.readyState !== WebSocket.OPEN) return;
     this.logger.log("warn", "event stream client dropped: it is not reading its events", { endpointId, buffered: client.socket.bufferedAmount });
     client.socket.terminate();
   }
