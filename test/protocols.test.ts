@@ -72,8 +72,9 @@ describe("one port, four protocols", () => {
   });
 
   it("counts a gRPC call the RPC library refuses by the status in its trailers, not as a success", async () => {
+    // Under the service's code for it, which the trailers carry too.
     const count = async () =>
-      Number(/fraud_requests_total\{route="\/fraud\.v1\.DecisionService\/Decide",protocol="grpc",outcome="client_error",code="grpc_3"\} (\d+)/.exec(await (await fetch(`${server.url}/api/metrics`)).text())?.[1] ?? 0);
+      Number(/fraud_requests_total\{route="\/fraud\.v1\.DecisionService\/Decide",protocol="grpc",outcome="client_error",code="VALIDATION_ERROR"\} (\d+)/.exec(await (await fetch(`${server.url}/api/metrics`)).text())?.[1] ?? 0);
     const before = await count();
     const message = Buffer.from(JSON.stringify({ userId: "u", action: "login", ammount: 5 }));
     const envelope = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), message]);
@@ -88,6 +89,7 @@ describe("one port, four protocols", () => {
         stream.end(envelope);
       });
       expect(trailers["grpc-status"]).toBe("3");
+      expect(trailers["fraud-error-code"]).toBe("VALIDATION_ERROR");
     } finally {
       session.close();
     }
@@ -95,8 +97,9 @@ describe("one port, four protocols", () => {
   });
 
   it("keeps the public status operational when keyless clients send bytes that do not decode", async () => {
+    // Counted as the client's error, under the code it was answered with.
     const malformed = async () =>
-      Number(/fraud_requests_total\{route="\/fraud\.v1\.DecisionService\/Decide",protocol="connect",outcome="client_error",code="MALFORMED_REQUEST"\} (\d+)/.exec(await (await fetch(`${server.url}/api/metrics`)).text())?.[1] ?? 0);
+      Number(/fraud_requests_total\{route="\/fraud\.v1\.DecisionService\/Decide",protocol="connect",outcome="client_error",code="VALIDATION_ERROR"\} (\d+)/.exec(await (await fetch(`${server.url}/api/metrics`)).text())?.[1] ?? 0);
     const before = await malformed();
     for (let i = 0; i < 30; i++) {
       const junk = await fetch(`${server.url}/fraud.v1.DecisionService/Decide`, {
@@ -325,6 +328,9 @@ describe("what the RPC library refuses before any of the service's code runs", (
     expect(tooLarge.status).toBe(429);
     expect(tooLarge.headers.get("fraud-error-code")).toBe("PAYLOAD_TOO_LARGE");
     await tooLarge.arrayBuffer();
+    // The log and the metrics say what the answer says.
+    const requestId = tooLarge.headers.get("x-request-id") ?? "";
+    await expect.poll(() => server.logs.find((line) => line.includes(requestId) && line.includes('"msg":"request"'))).toMatch(/"status":429,"code":"PAYLOAD_TOO_LARGE"/);
 
     const json = new TextEncoder().encode(JSON.stringify({ userId: "u", action: "login", userID: "x" }));
     const frame = new Uint8Array(5 + json.length);

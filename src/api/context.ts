@@ -22,6 +22,8 @@ export interface CallContext {
   error?: ConnectError;
   /** performance.now() when the handler itself started, past the interceptors' checks (metrics: a timeout's blame). */
   handlerStartedAt?: number;
+  /** The error code of a refusal the RPC library made before any of the service's code ran (library-refusal.ts). */
+  refusal?: string | undefined;
 }
 
 const callContextKey = createContextKey<CallContext | undefined>(undefined, { description: "fraud call context" });

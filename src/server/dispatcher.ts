@@ -155,7 +155,11 @@ export class Dispatcher {
           let uRes = await rpc(uReq);
           // Refused by the RPC library before any interceptor saw the call: bytes that did not decode, among
           // others. The client's fault, answered as such (library-refusal.ts).
-          if (context.error === undefined && context.handlerStartedAt === undefined) uRes = await asClientFault(uRes);
+          if (context.error === undefined && context.handlerStartedAt === undefined) {
+            const refused = await asClientFault(uRes);
+            uRes = refused.response;
+            context.refusal = refused.code;
+          }
           grpcStatus = () => uRes.trailer?.get("grpc-status") ?? uRes.header?.get("grpc-status");
           // An HTTP/1.1 client still sending when its answer is ready (a message over the limit, which the library
           // stopped reading) would otherwise wait, blocked in its upload, until the request timeout: the
@@ -316,6 +320,12 @@ export class Dispatcher {
         described.code !== "NOT_IMPLEMENTED" &&
         (described.code !== "TIMEOUT" || (context.handlerStartedAt !== undefined && performance.now() - context.handlerStartedAt >= SLOW_HANDLER_MS));
       clientError = !serverError;
+    } else if (context.refusal !== undefined && status !== CLIENT_CLOSED_REQUEST) {
+      // Refused by the RPC library before any of the service's code ran: the request's fault, under the code
+      // it was answered with (library-refusal.ts). Also for gRPC-Web, whose status is in the body.
+      code = context.refusal;
+      serverError = false;
+      clientError = true;
     } else if (grpcStatus && grpcStatus !== "0") {
       code = `grpc_${grpcStatus}`;
       serverError = GRPC_SERVER_FAULTS.has(grpcStatus);

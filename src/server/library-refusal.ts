@@ -29,33 +29,40 @@ function answeredCode(code: Code): Code {
   return code === Code.Internal ? Code.InvalidArgument : code;
 }
 
+/** An answer of the library's, and the service's error code it now carries (undefined: not a refusal). */
+export interface LibraryAnswer {
+  response: UniversalServerResponse;
+  code?: string | undefined;
+}
+
 /**
  * The answer to a call refused before any of the service's code ran (the
  * caller knows that none ran: no interceptor saw the call), with the
  * service's error code added and an `internal` refusal turned into
- * `invalid_argument`. Any other answer is returned as it is.
+ * `invalid_argument`, and that code for the log. Any other answer is
+ * returned as it is.
  */
-export async function asClientFault(res: UniversalServerResponse): Promise<UniversalServerResponse> {
+export async function asClientFault(res: UniversalServerResponse): Promise<LibraryAnswer> {
   const contentType = res.header?.get("content-type") ?? "";
-  if (res.header?.has(ERROR_CODE_HEADER)) return res;
+  if (res.header?.has(ERROR_CODE_HEADER)) return { response: res };
   if (res.status === 415) {
     // A content type no protocol of the router's takes: connect-es answers it with no body at all.
     const header = new Headers(res.header);
     header.set(ERROR_CODE_HEADER, "UNSUPPORTED_MEDIA_TYPE");
     header.set("content-type", "text/plain; charset=utf-8");
-    return withBody(res, 415, header, new TextEncoder().encode(UNSUPPORTED_MEDIA_TYPE_MESSAGE));
+    return { response: withBody(res, 415, header, new TextEncoder().encode(UNSUPPORTED_MEDIA_TYPE_MESSAGE)), code: "UNSUPPORTED_MEDIA_TYPE" };
   }
   if (contentType.startsWith("application/grpc-web")) {
-    if (res.body === undefined) return res;
+    if (res.body === undefined) return { response: res };
     // Only the first chunk, the refusal's trailer frame: the rest of the body, if any, passes as it comes (a
     // client still sending past the size limit keeps the stream open, and its error must not wait for that).
     const chunks = res.body[Symbol.asyncIterator]();
     const first = await chunks.next();
-    if (first.done === true) return res;
-    const rewritten = grpcWebRefusal(first.value);
+    if (first.done === true) return { response: res };
+    const refusal = grpcWebRefusal(first.value);
     const header = new Headers(res.header);
-    if (rewritten !== first.value) header.delete("content-length");
-    return { ...res, header, body: prepend(rewritten, chunks) };
+    if (refusal.body !== first.value) header.delete("content-length");
+    return { response: { ...res, header, body: prepend(refusal.body, chunks) }, code: refusal.code };
   }
   if (contentType.startsWith("application/grpc")) {
     // gRPC (JSON over the library's path): the status is in the trailers, or in the headers of a trailers-only answer.
@@ -63,23 +70,23 @@ export async function asClientFault(res: UniversalServerResponse): Promise<Unive
     const fields = new Headers(inTrailer ? res.trailer : res.header);
     const status = Number(fields.get("grpc-status") ?? "0");
     const errorCode = status === 0 ? undefined : errorCodeOfProtocolRefusal(answeredCode(status));
-    if (errorCode === undefined) return res;
+    if (errorCode === undefined) return { response: res };
     if (status === Code.Internal) fields.set("grpc-status", String(Code.InvalidArgument));
     fields.set(ERROR_CODE_HEADER, errorCode);
-    return inTrailer ? { ...res, trailer: fields } : { ...res, header: fields };
+    return { response: inTrailer ? { ...res, trailer: fields } : { ...res, header: fields }, code: errorCode };
   }
   if (res.status !== 200 && contentType.startsWith("application/json") && res.body !== undefined) {
     const body = await readAllBytes(res.body, MAX_REFUSAL_BYTES);
     const error = JSON.parse(new TextDecoder().decode(body)) as { code?: unknown };
     const code = typeof error.code === "string" ? codeFromString(error.code) : undefined;
     const errorCode = code === undefined ? undefined : errorCodeOfProtocolRefusal(answeredCode(code));
-    if (code === undefined || errorCode === undefined) return withBody(res, res.status, res.header, body);
+    if (code === undefined || errorCode === undefined) return { response: withBody(res, res.status, res.header, body) };
     const header = new Headers(res.header);
     header.set(ERROR_CODE_HEADER, errorCode);
-    if (code !== Code.Internal) return withBody(res, res.status, header, body);
-    return withBody(res, 400, header, new TextEncoder().encode(JSON.stringify({ ...error, code: "invalid_argument" })));
+    if (code !== Code.Internal) return { response: withBody(res, res.status, header, body), code: errorCode };
+    return { response: withBody(res, 400, header, new TextEncoder().encode(JSON.stringify({ ...error, code: "invalid_argument" }))), code: errorCode };
   }
-  return res;
+  return { response: res };
 }
 
 /** The answer with another status and body, its Content-Length that of the new body. */
@@ -89,8 +96,8 @@ function withBody(res: UniversalServerResponse, status: number, header: Headers 
   return { ...res, status, header: headers, body: once(body) };
 }
 
-/** A gRPC-Web body whose trailer frame has a failure, with the service's error code added (and 13 said as 3). */
-function grpcWebRefusal(body: Uint8Array): Uint8Array {
+/** A gRPC-Web body whose trailer frame has a failure, with the service's error code added (and 13 said as 3), and that code. */
+function grpcWebRefusal(body: Uint8Array): { body: Uint8Array; code?: string } {
   let at = 0;
   while (at + 5 <= body.length) {
     const length = new DataView(body.buffer, body.byteOffset + at + 1, 4).getUint32(0);
@@ -101,7 +108,7 @@ function grpcWebRefusal(body: Uint8Array): Uint8Array {
       const status = /^grpc-status: ?(\d+)\r?$/im.exec(trailer);
       const code = status ? answeredCode(Number(status[1])) : Code.Unknown;
       const errorCode = status && Number(status[1]) !== 0 ? errorCodeOfProtocolRefusal(code) : undefined;
-      if (errorCode === undefined) return body;
+      if (errorCode === undefined) return { body };
       const rewritten = trailer.replace(/^grpc-status: ?\d+(\r?)$/im, `grpc-status: ${code}$1`);
       const bytes = new TextEncoder().encode(`${rewritten}${ERROR_CODE_HEADER}: ${errorCode}\r\n`);
       const frame = new Uint8Array(5 + bytes.length);
@@ -111,11 +118,11 @@ function grpcWebRefusal(body: Uint8Array): Uint8Array {
       const out = new Uint8Array(at + frame.length);
       out.set(body.subarray(0, at));
       out.set(frame, at);
-      return out;
+      return { body: out, code: errorCode };
     }
     at = end;
   }
-  return body;
+  return { body };
 }
 
 async function* once(bytes: Uint8Array): AsyncIterable<Uint8Array> {
