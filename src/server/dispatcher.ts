@@ -379,9 +379,11 @@ export class Dispatcher {
       };
       const outcome = handler(req, socket, head);
       if (outcome === undefined) return undefined;
-      context.principal = outcome.principal;
       const route = `${req.method ?? "GET"} ${requestUrl(req.url)?.pathname ?? ""}`;
-      this.record(context, route, "Dashboard", outcome.status, outcome.code, outcome.status >= 500, outcome.status >= 400 && outcome.status < 500);
+      void Promise.resolve(outcome).then(({ status, code, principal }) => {
+        context.principal = principal;
+        this.record(context, route, "Dashboard", status, code, status >= 500, status >= 400 && status < 500);
+      });
       return outcome;
     };
   }

@@ -17,8 +17,11 @@ export interface UpgradeOutcome {
   principal?: Principal | undefined;
 }
 
-/** Takes an HTTP/1.1 upgrade request's connection (WebSocket streams), saying what it answered; undefined declines it. */
-export type UpgradeHandler = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => UpgradeOutcome | undefined;
+/**
+ * Takes an HTTP/1.1 upgrade request's connection (WebSocket streams), saying
+ * what it answered, at once or once it knows; undefined declines it.
+ */
+export type UpgradeHandler = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => UpgradeOutcome | Promise<UpgradeOutcome> | undefined;
 
 /** Headers that ask for a protocol switch; dropped when a declined upgrade is served as plain HTTP/1.1. */
 const UPGRADE_HEADERS = new Set(["upgrade", "connection", "http2-settings"]);

@@ -20,6 +20,8 @@ export const EVENT_STREAM_PATH = "/api/v1/events/stream";
 const STREAM_PERMISSION = "webhooks:read";
 /** A client this far behind (bytes sent but not yet taken by its connection) is dropped: it is not reading. */
 const MAX_BUFFERED_BYTES = 1 << 20;
+/** The status logged for an upgrade whose client left before it was answered (as for any call, dispatcher.ts). */
+const CLIENT_CLOSED_REQUEST = 499;
 
 /** How often connections are pinged; one that has not answered the previous ping is dropped. */
 export const HEARTBEAT_MS = 30_000;
@@ -56,6 +58,10 @@ export class EventStream {
   /** Open connections by endpoint id (ids are unique across tenants). */
   private readonly clients = new Map<string, Set<StreamClient>>();
   private readonly heartbeat: NodeJS.Timeout;
+  /** Upgrades handed to ws and not yet switched: how each is settled (ws's refusals come as wsClientError). */
+  private readonly handshakes = new WeakMap<Duplex, (outcome: UpgradeOutcome) => void>();
+  /** Set once shutdown has closed the stream: new upgrades are refused (503). */
+  private closed = false;
 
   constructor(
     private readonly keys: KeyService,
@@ -68,6 +74,13 @@ export class EventStream {
     // A client whose connection died without a close (a network gone, a laptop shut) stops answering pings.
     this.heartbeat = setInterval(() => this.ping(), heartbeatMs);
     this.heartbeat.unref();
+    // What ws still refuses after the checks made here (a malformed subprotocol or extension header): answered
+    // in the service's error shape, and logged as such. With this listener, ws leaves the answer to it.
+    this.server.on("wsClientError", (error: Error, socket: Duplex) => {
+      const settle = this.handshakes.get(socket);
+      this.handshakes.delete(socket);
+      settle?.(refuse(socket, 400, "VALIDATION_ERROR", `the WebSocket handshake is invalid: ${error.message}`));
+    });
     events.addSink({
       // Live only: with no client connected for a subscribed endpoint, nothing is queued.
       wants: (tenant, type) => this.clients.size > 0 && this.endpoints.subscribers(tenant, "websocket", type).some((endpoint) => this.clients.has(endpoint.id)),
@@ -76,11 +89,16 @@ export class EventStream {
   }
 
   /** The listener's upgrade hook: takes the connection when it asks for the event stream, else declines. */
-  readonly handleUpgrade = (req: http.IncomingMessage, socket: Duplex, head: Buffer): UpgradeOutcome | undefined => {
+  readonly handleUpgrade = (req: http.IncomingMessage, socket: Duplex, head: Buffer): UpgradeOutcome | Promise<UpgradeOutcome> | undefined => {
     const url = requestUrl(req.url);
     // Not the stream's path (or no URL at all): the HTTP/1.1 server answers it.
     if (url === undefined) return undefined;
     if (url.pathname !== EVENT_STREAM_PATH || req.headers.upgrade?.toLowerCase() !== "websocket") return undefined;
+    // The handshake checks `ws` makes, made here first so that the refusal is the service's own, logged as
+    // what it answered (ws would answer them itself, after this had already said 101).
+    const handshake = handshakeProblem(req);
+    if (handshake) return refuse(socket, handshake.status, handshake.code, handshake.message);
+    if (this.closed) return refuse(socket, 503, "SERVICE_UNAVAILABLE", "the server is shutting down");
     // Keys come in headers only: a key in the query string would end up in proxy and access logs.
     const headers = new Headers();
     for (const name of ["x-api-key", "authorization"]) {
@@ -102,8 +120,21 @@ export class EventStream {
     if (endpoint.status !== "enabled") {
       return refuse(socket, 409, "CONFLICT", `the websocket endpoint ${endpoint.id} is disabled: enable it to stream its events`, principal);
     }
-    this.server.handleUpgrade(req, socket, head, (client) => this.attach(endpoint.id, { socket: client, key, alive: true }));
-    return { status: 101, code: "OK", principal };
+    // Settled when ws has switched protocols, or refused what it checks beyond the above (a malformed
+    // subprotocol or extension header: wsClientError), or the client left first.
+    return new Promise<UpgradeOutcome>((resolve) => {
+      const left = () => resolve({ status: CLIENT_CLOSED_REQUEST, code: "CANCELED", principal });
+      socket.once("close", left);
+      this.handshakes.set(socket, (outcome) => {
+        socket.off("close", left);
+        resolve({ ...outcome, principal });
+      });
+      this.server.handleUpgrade(req, socket, head, (client) => {
+        this.handshakes.get(socket)?.({ status: 101, code: "OK" });
+        this.handshakes.delete(socket);
+        this.attach(endpoint.id, { socket: client, key, alive: true });
+      });
+    });
   };
 
   /** Closes the connections of an endpoint that no longer takes events (deleted or disabled), saying why. */
@@ -113,6 +144,7 @@ export class EventStream {
 
   /** Closes every connection (shutdown). */
   close(): void {
+    this.closed = true;
     clearInterval(this.heartbeat);
     for (const clients of this.clients.values()) for (const client of clients) client.socket.close(1001, "server shutting down");
     this.server.close();
@@ -191,6 +223,18 @@ export class EventStream {
       }
     }
   }
+}
+
+/** A WebSocket handshake that ws would refuse, checked as it checks (RFC 6455 section 4.2.1). */
+function handshakeProblem(req: http.IncomingMessage): { status: number; code: string; message: string } | undefined {
+  if (req.method !== "GET") return { status: 405, code: "METHOD_NOT_ALLOWED", message: "the event stream's handshake is a GET" };
+  const key = req.headers["sec-websocket-key"];
+  if (typeof key !== "string" || !/^[+/0-9A-Za-z]{22}==$/.test(key)) {
+    return { status: 400, code: "VALIDATION_ERROR", message: "Sec-WebSocket-Key must be 16 bytes in base64" };
+  }
+  const version = req.headers["sec-websocket-version"];
+  if (version !== "13" && version !== "8") return { status: 400, code: "VALIDATION_ERROR", message: "Sec-WebSocket-Version must be 13 (or 8)" };
+  return undefined;
 }
 
 /** Answers a refused upgrade with the REST error shape and closes the connection. */
