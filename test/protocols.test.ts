@@ -366,3 +366,47 @@ describe("what the RPC library refuses before any of the service's code runs", (
     }
   });
 });
+
+describe("shutting down while a streamed answer is under way over HTTP/1.1", () => {
+  it("ends the connection once that answer is written, though its headers went out before the drain", async () => {
+    const draining = await startTestServer();
+    const body = new TextEncoder().encode(JSON.stringify({ service: "" }));
+    const envelope = new Uint8Array(5 + body.length);
+    new DataView(envelope.buffer).setUint32(1, body.length);
+    envelope.set(body, 5);
+    const agent = new http.Agent({ keepAlive: true });
+    // Another request still coming in holds the drain open, so that only the answer's end can close the connection.
+    const holding = net.connect(draining.port, "127.0.0.1", () =>
+      holding.write(`POST /api/v1/webhooks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{`),
+    );
+    holding.on("error", () => undefined);
+    let closing: Promise<void> | undefined;
+    try {
+      const outcome = await new Promise<{ connection: string | undefined; closedAfterEndMs: number }>((resolve, reject) => {
+        const request = http.request(`${draining.url}/grpc.health.v1.Health/Watch`, {
+          method: "POST",
+          agent,
+          headers: { "content-type": "application/connect+json", "connect-protocol-version": "1" },
+        }, (res) => {
+          const socket = res.socket;
+          let endedAt = 0;
+          socket.once("close", () => resolve({ connection: res.headers.connection, closedAfterEndMs: performance.now() - endedAt }));
+          // The first message (SERVING) is in: the answer has started; now the server shuts down.
+          res.once("data", () => (closing = draining.close()));
+          res.resume();
+          res.on("end", () => (endedAt = performance.now()));
+          setTimeout(() => reject(new Error("the connection was not closed after its answer")), 3_000).unref();
+        });
+        request.on("error", reject);
+        request.end(envelope);
+      });
+      // Its headers said keep-alive, before the drain began; the connection is closed after the answer instead.
+      expect(outcome.connection).toBe("keep-alive");
+      expect(outcome.closedAfterEndMs).toBeLessThan(1_000);
+    } finally {
+      holding.destroy();
+      agent.destroy();
+      await (closing ?? draining.close());
+    }
+  });
+});

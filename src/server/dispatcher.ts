@@ -40,11 +40,15 @@ const GRPC_SERVER_FAULTS = new Set(["2", "13", "14", "15"]);
  */
 const SLOW_HANDLER_MS = 100;
 
-/** Ends an HTTP/1.1 answer's connection after it: `Connection: close` if not yet sent, else once it is written. */
-function closeAfterAnswer(res: NodeResponse): void {
-  if ("stream" in res) return;
+/**
+ * Ends an HTTP/1.1 answer's connection after it: `Connection: close` if not
+ * yet sent, else once it is written. `connection` is the request's own:
+ * Node lets go of the answer's socket before `finish` reaches us.
+ */
+function closeAfterAnswer(res: NodeResponse, connection: { end(): void } | undefined): void {
+  if (connection === undefined || "stream" in res) return;
   if (!res.headersSent) res.setHeader("connection", "close");
-  else res.once("finish", () => res.socket?.end());
+  else res.once("finish", () => connection.end());
 }
 
 /**
@@ -56,8 +60,8 @@ export class Dispatcher {
   private readonly rpcHandlers = new Map<string, UniversalHandler>();
   /** HTTP/1.1 requests received and not yet answered, per connection (pipelining). */
   private readonly pendingOnSocket = new WeakMap<object, number>();
-  /** Responses not closed yet: what draining waits for, and asks to end their connections. */
-  private readonly inFlight = new Set<NodeResponse>();
+  /** Responses not closed yet, with their HTTP/1.1 connections: what draining waits for, and asks to end. */
+  private readonly inFlight = new Map<NodeResponse, { end(): void } | undefined>();
   private draining = false;
   private idleWaiters: Array<() => void> = [];
 
@@ -95,7 +99,7 @@ export class Dispatcher {
    */
   startDraining(): void {
     this.draining = true;
-    for (const res of this.inFlight) closeAfterAnswer(res);
+    for (const [res, connection] of this.inFlight) closeAfterAnswer(res, connection);
   }
 
   private async handle(req: NodeRequest, res: NodeResponse): Promise<void> {
@@ -117,7 +121,7 @@ export class Dispatcher {
     /** The call's gRPC status, read when the response closes (which can come before the await that wrote it returns). */
     let grpcStatus: () => string | null | undefined = () => undefined;
 
-    this.inFlight.add(res);
+    this.inFlight.set(res, connection);
     res.once("close", () => {
       // Closed before its answer was written: the client went away (the nginx convention, 499).
       const status = res.writableFinished ? res.statusCode : CLIENT_CLOSED_REQUEST;
@@ -126,7 +130,7 @@ export class Dispatcher {
       if (connection) this.pendingOnSocket.set(connection, (this.pendingOnSocket.get(connection) ?? 1) - 1);
       if (this.inFlight.size === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
     });
-    if (this.draining) closeAfterAnswer(res);
+    if (this.draining) closeAfterAnswer(res, connection);
     // On every answer, whatever writes it: also the RPC library's own refusals, made before the interceptors
     // that add the request id to the service's answers run (a body too large, bytes that do not decode).
     res.setHeader(REQUEST_ID_HEADER, context.requestId);
