@@ -1,5 +1,6 @@
 import http2 from "node:http2";
 import net from "node:net";
+import type { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DualProtocolListener, type ConnectionTimeouts } from "../src/server/listener.js";
 
@@ -16,7 +17,9 @@ beforeAll(async () => {
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
     req.on("end", () => {
-      setTimeout(() => res.end(`got ${Buffer.concat(chunks).length} bytes`), req.url === "/slow" ? SLOW_ANSWER_MS : 0);
+      // An answer that starts at once and then pauses between its parts, as a watch does between messages.
+      if (req.url === "/paused") (res as Writable).write("first;");
+      setTimeout(() => res.end(`got ${Buffer.concat(chunks).length} bytes`), req.url === "/slow" || req.url === "/paused" ? SLOW_ANSWER_MS : 0);
     });
   }, TIMEOUTS);
   port = (await listener.listen(0, "127.0.0.1")).port;
@@ -111,7 +114,24 @@ describe("connection timeouts over HTTP/2", () => {
       stalled.end("{}");
       const closed = new Promise<number>((resolve) => stalled.on("close", () => resolve(stalled.rstCode ?? -1)));
       expect(await closed).toBe(http2.constants.NGHTTP2_CANCEL);
-      expect(performance.now() - started).toBeGreaterThanOrEqual(TIMEOUTS.idleMs - 50);
+      const elapsed = performance.now() - started;
+      expect(elapsed).toBeGreaterThanOrEqual(TIMEOUTS.idleMs - 50);
+      expect(elapsed).toBeLessThan(TIMEOUTS.idleMs * 1.5);
+    } finally {
+      session.destroy();
+    }
+  });
+
+  it("leaves open a stream whose answer pauses with nothing waiting to be sent, longer than the idle timeout's half", async () => {
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    try {
+      const paused = session.request({ ":method": "POST", ":path": "/paused" });
+      paused.end("{}");
+      let body = "";
+      paused.on("data", (chunk: Buffer) => (body += chunk.toString()));
+      await new Promise((resolve) => paused.on("end", resolve));
+      expect(body).toBe("first;got 2 bytes");
+      expect(paused.rstCode).toBe(http2.constants.NGHTTP2_NO_ERROR);
     } finally {
       session.destroy();
     }

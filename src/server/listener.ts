@@ -178,9 +178,12 @@ export class DualProtocolListener {
    * answer (no headers sent yet) is not cut short.
    */
   private limitStalledAnswer(stream: http2.ServerHttp2Stream): void {
-    stream.setTimeout(this.timeouts.idleMs);
+    // Half the timeout: while a write is queued, Node lets the first expiry pass (it saw the answer's first
+    // frames go out since the write) and reports the second, so a stalled answer is cancelled at the idle
+    // timeout. A stream with nothing waiting to be sent (a watch between two messages) is left open.
+    stream.setTimeout(this.timeouts.idleMs / 2);
     stream.on("timeout", () => {
-      if (stream.headersSent) stream.close(http2.constants.NGHTTP2_CANCEL);
+      if (stream.headersSent && stream.bufferSize > 0) stream.close(http2.constants.NGHTTP2_CANCEL);
     });
   }
 
