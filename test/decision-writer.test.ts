@@ -273,7 +273,7 @@ describe("decision writer whose thread dies", () => {
     const lines: string[] = [];
     const logger = createLogger((line) => lines.push(line));
     // The first thread exits when it receives its second batch, before writing it.
-    const writer = new DecisionWriter(dataDir, new Outbox(db, new ManualClock(Date.now()), logger), logger, 2);
+    const writer = new DecisionWriter(dataDir, new Outbox(db, new ManualClock(Date.now()), logger), logger, { crashOnBatch: 2 });
     try {
       await writer.whenReady();
       const first = aWrite(accountId, Date.now());

@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { WRITE_FAILURE_HOLD_MS } from "../src/decisions/writer.js";
+import { ManualClock } from "./helpers/clock.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
 
 let server: TestServer;
@@ -93,29 +95,45 @@ describe("GET /api/v1/status", () => {
 
 describe("a store that reads but refuses every write", () => {
   it("fails readiness and reports Data Sync as an outage while decides cannot be stored, and recovers with the first one stored", async () => {
-    const db = server.app.db;
-    const decide = () => fetch(`${server.url}/api/v1/decide`, {
+    const clock = new ManualClock();
+    const failing = await startTestServer({ clock });
+    const { keys: own } = failing.createAccount();
+    const db = failing.app.db;
+    const decide = () => fetch(`${failing.url}/api/v1/decide`, {
       method: "POST",
-      headers: { "content-type": "application/json", "x-api-key": keys.test.secret },
+      headers: { "content-type": "application/json", "x-api-key": own.test.secret },
       body: JSON.stringify({ userId: "disk_full", action: "login", ip: "81.2.69.160" }),
     });
-    // What a full disk does to the writer, for every connection: its reads still work, its inserts fail.
-    db.exec("CREATE TRIGGER disk_full BEFORE INSERT ON decisions BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;");
+    const ready = async () => (await fetch(`${failing.url}/api/health/ready`)).status;
+    const dataSync = async () => ((await (await fetch(`${failing.url}/api/v1/status?public=true`)).json()) as StatusBody).data.components.find((c) => c.name === "Data Sync")?.status;
     try {
+      // What a full disk does to the writer, for every connection: its reads still work, its inserts fail.
+      db.exec("CREATE TRIGGER disk_full BEFORE INSERT ON decisions BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;");
       expect((await decide()).status).toBe(500);
-      const health = await fetch(`${server.url}/api/health`);
+      const health = await fetch(`${failing.url}/api/health`);
       expect(health.status).toBe(503);
       const body = (await health.json()) as { ready: boolean; checks: Array<{ name: string; ok: boolean; detail: string }> };
       expect(body.ready).toBe(false);
       expect(body.checks.find((check) => check.name === "database")).toEqual({ name: "database", ok: false, detail: "writes failing: database or disk is full" });
-      const report = await status("?public=true");
-      expect(report.body.data.components.find((c) => c.name === "Data Sync")?.status).toBe("outage");
-    } finally {
+      expect(await dataSync()).toBe("outage");
+
+      // A balancer sends a server that is not ready no decides: after a while it says it is ready again without
+      // one, and if the store still refuses, the next decide says so again.
+      clock.advance(WRITE_FAILURE_HOLD_MS - 1);
+      expect(await ready()).toBe(503);
+      clock.advance(1);
+      expect(await ready()).toBe(200);
+      expect((await decide()).status).toBe(500);
+      expect(await ready()).toBe(503);
+
+      // The store takes writes again: the first decide stored clears it at once.
       db.exec("DROP TRIGGER disk_full");
+      expect((await decide()).status).toBe(200);
+      expect(await ready()).toBe(200);
+      expect(await dataSync()).toBe("operational");
+    } finally {
+      await failing.close();
     }
-    expect((await decide()).status).toBe(200);
-    expect((await fetch(`${server.url}/api/health`)).status).toBe(200);
-    expect((await status("?public=true")).body.data.components.find((c) => c.name === "Data Sync")?.status).toBe("operational");
   });
 });
 

@@ -2,6 +2,7 @@ import { Worker } from "node:worker_threads";
 import type { AuditActor } from "../audit/entry.js";
 import type { NewCase } from "../store/cases.js";
 import { entityKeysByKind } from "../graph/entities.js";
+import { systemClock, type Clock } from "../clock.js";
 import type { Logger } from "../log.js";
 import type { Outbox, OutboxEntry } from "../outbox/outbox.js";
 import { decisionRow, type StoredDecision } from "../store/decisions.js";
@@ -94,6 +95,9 @@ export type WriterReply =
  * answer and sends more (it was idle a third of the time with one).
  */
 const BATCHES_IN_FLIGHT = 2;
+/** How long a batch that stored nothing counts against the store's health (writeFailure). */
+export const WRITE_FAILURE_HOLD_MS = 10_000;
+
 /**
  * Writes per batch at most. Under a backlog the batch is one transaction, and
  * the request thread's own writes (outbox, analyze state) wait for SQLite's
@@ -141,19 +145,24 @@ export class DecisionWriter {
   /** Batches answered whose follow-ups are not done yet. */
   private readonly following = new Set<number>();
   private nextBatch = 1;
-  /** Why the last batch stored nothing, until a batch stores a decision again (the health check's). */
-  private lastFailure: string | undefined;
+  /** Why the last batch stored nothing, and when, until a batch stores a decision again (the health check's). */
+  private lastFailure: { message: string; at: number } | undefined;
   private closing: Promise<void> | undefined;
   /** Callers of settled() and close() waiting until nothing is being written or followed up. */
   private idleWaiters: Array<() => void> = [];
+
+  private readonly clock: Clock;
+  /** Fault injection for tests: the first writer thread dies when it receives this batch. */
+  private readonly crashOnBatch: number | undefined;
 
   constructor(
     private readonly dataDir: string,
     private readonly outbox: Outbox,
     private readonly logger: Logger,
-    /** Fault injection for tests: the first writer thread dies when it receives this batch. */
-    private readonly crashOnBatch?: number,
+    options: { clock?: Clock; crashOnBatch?: number } = {},
   ) {
+    this.clock = options.clock ?? systemClock;
+    this.crashOnBatch = options.crashOnBatch;
     this.start();
   }
 
@@ -174,10 +183,15 @@ export class DecisionWriter {
   /**
    * Why decisions cannot be stored right now: the writer could not start, or
    * the last batch stored none of its decisions (a full disk). Undefined once
-   * a batch stores one again.
+   * a batch stores one again, or WRITE_FAILURE_HOLD_MS after the failed
+   * batch: a server that reports itself not ready gets no decides from its
+   * balancer, so it must not wait for one to say it recovered; if it has
+   * not, the next decides fail and say so again.
    */
   writeFailure(): string | undefined {
-    return this.broken?.message ?? this.lastFailure;
+    if (this.broken) return this.broken.message;
+    if (this.lastFailure === undefined || this.clock.now() - this.lastFailure.at >= WRITE_FAILURE_HOLD_MS) return undefined;
+    return this.lastFailure.message;
   }
 
   /** Resolves once the writer's thread has opened the database. */
@@ -329,7 +343,7 @@ export class DecisionWriter {
     });
     // A batch that stored anything shows the store takes writes; one that stored nothing, that it may not.
     if (failure === undefined || results.some((result) => result.kind !== "failed")) this.lastFailure = undefined;
-    else this.lastFailure = failure;
+    else this.lastFailure = { message: failure, at: this.clock.now() };
     if (queuedTasks) this.outbox.notify();
     this.flush();
   }

@@ -177,7 +177,7 @@ function assembleApp(options: AppOptions, lock: DataDirectoryLock): App {
     metrics.increment("fraud_policies_skipped_total", "Stored policies left out of a tenant's set because they no longer compile.", "compile");
   });
   const outbox = new Outbox(db, clock, logger);
-  const writer = new DecisionWriter(config.dataDir, outbox, logger);
+  const writer = new DecisionWriter(config.dataDir, outbox, logger, { clock });
   health.addBacklog(() => outbox.pending());
   health.addWriteCheck(() => writer.writeFailure());
   const events = new EventPublisher(outbox, clock);
