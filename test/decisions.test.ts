@@ -206,11 +206,14 @@ describe("GET /api/v1/decisions/{id}", () => {
     const { body } = await decide(acme.keys.live.secret, { userId: "by_evidence", action: "login", ip: UK_IP });
     const res = await fetch(`${server.url}/api/v1/decisions/${body.data.evidenceId}`, { headers: { "x-api-key": acme.keys.live.secret } });
     expect(res.status).toBe(200);
+    // An account's data, asked for with a key in a header: no cache may keep it for the URL.
+    expect(res.headers.get("cache-control")).toBe("no-store");
     const record = ((await res.json()) as { data: { id: string; evidenceId: string } }).data;
     expect(record.evidenceId).toBe(body.data.evidenceId);
     expect(record).toEqual(await getDecisionOf(acme.keys.live.secret, body.data.evidenceId));
     const wrong = await fetch(`${server.url}/api/v1/decisions/${body.data.requestId}`, { headers: { "x-api-key": acme.keys.live.secret } });
     expect(wrong.status).toBe(400);
+    expect(wrong.headers.get("cache-control")).toBe("no-store");
     expect(((await wrong.json()) as { error: { message: string } }).error.message).toMatch(/id must start with dec_ or evi_/);
   });
 

@@ -166,7 +166,7 @@ export class RestGateway {
   private writeSuccess(res: NodeResponse, context: CallContext, contract: MethodContract, schema: DescMessage, output: UnaryResponse["message"]): void {
     const status = contract.http.successStatus || 200;
     if (contract.responseShape === ResponseShape.EMPTY) {
-      res.writeHead(status);
+      res.writeHead(status, { "cache-control": NO_STORE });
       res.end();
       return;
     }
@@ -333,8 +333,14 @@ function meta(context: CallContext): { requestId: string; latencyMs: number } {
   return { requestId: context.requestId, latencyMs: Math.round((performance.now() - context.startedAt) * 1000) / 1000 };
 }
 
+/**
+ * Every answer is an account's data, or says something about a key: no cache keeps it (a shared one keys on
+ * the URL, while the key travels in a header).
+ */
+const NO_STORE = "no-store";
+
 function writeJson(res: NodeResponse, status: number, text: string): void {
-  res.writeHead(status, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text) });
+  res.writeHead(status, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text), "cache-control": NO_STORE });
   res.end(text);
 }
 
