@@ -409,4 +409,47 @@ describe("shutting down while a streamed answer is under way over HTTP/1.1", () 
       await (closing ?? draining.close());
     }
   });
+
+  it("still answers a request pipelined behind that answer, telling it the connection closes", async () => {
+    const draining = await startTestServer();
+    const watchBody = JSON.stringify({ service: "" });
+    const envelope = Buffer.alloc(5 + watchBody.length);
+    envelope.writeUInt32BE(watchBody.length, 1);
+    envelope.write(watchBody, 5);
+    const pipelinedBody = JSON.stringify({ payload: "{}", signature: "sha256=00", timestamp: "1", secret: "whsec_x" });
+    let closing: Promise<void> | undefined;
+    try {
+      const answers = await new Promise<string>((resolve, reject) => {
+        const socket = net.connect(draining.port, "127.0.0.1", () => {
+          socket.write(
+            Buffer.concat([
+              Buffer.from(`POST /grpc.health.v1.Health/Watch HTTP/1.1\r\nHost: x\r\nContent-Type: application/connect+json\r\nConnect-Protocol-Version: 1\r\nContent-Length: ${envelope.length}\r\n\r\n`),
+              envelope,
+              // Pipelined behind it, its body not all sent yet: it is still waiting when the drain begins.
+              Buffer.from(`POST /api/v1/webhooks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${pipelinedBody.length}\r\n\r\n${pipelinedBody.slice(0, 5)}`),
+            ]),
+          );
+        });
+        let text = "";
+        socket.on("data", (chunk: Buffer) => {
+          text += chunk.toString("latin1");
+          if (closing === undefined && text.includes("SERVING")) {
+            closing = draining.close();
+            setTimeout(() => socket.write(pipelinedBody.slice(5)), 50);
+          }
+        });
+        socket.on("error", reject);
+        socket.on("close", () => resolve(text));
+        setTimeout(() => reject(new Error(`no end: ${text}`)), 5_000).unref();
+      });
+      const statusLines = answers.match(/^HTTP\/1\.1 \d+ .*$/gm) ?? [];
+      expect(statusLines).toHaveLength(2);
+      // The second answer, the pipelined request's: its own status, and the connection's end announced.
+      const second = answers.slice(answers.lastIndexOf("HTTP/1.1 "));
+      expect(second).toMatch(/^HTTP\/1\.1 401 /);
+      expect(second).toMatch(/^connection: close\r$/im);
+    } finally {
+      await (closing ?? draining.close());
+    }
+  });
 });

@@ -41,17 +41,6 @@ const GRPC_SERVER_FAULTS = new Set(["2", "13", "14", "15"]);
 const SLOW_HANDLER_MS = 100;
 
 /**
- * Ends an HTTP/1.1 answer's connection after it: `Connection: close` if not
- * yet sent, else once it is written. `connection` is the request's own:
- * Node lets go of the answer's socket before `finish` reaches us.
- */
-function closeAfterAnswer(res: NodeResponse, connection: { end(): void } | undefined): void {
-  if (connection === undefined || "stream" in res) return;
-  if (!res.headersSent) res.setHeader("connection", "close");
-  else res.once("finish", () => connection.end());
-}
-
-/**
  * The single entry point of every HTTP request on the port: diagnostics,
  * RPC paths (Connect, gRPC, gRPC-Web) and the REST gateway. It gives each
  * request its id and call context, and records its metrics and access log.
@@ -99,7 +88,7 @@ export class Dispatcher {
    */
   startDraining(): void {
     this.draining = true;
-    for (const [res, connection] of this.inFlight) closeAfterAnswer(res, connection);
+    for (const [res, connection] of this.inFlight) this.closeAfterAnswer(res, connection);
   }
 
   private async handle(req: NodeRequest, res: NodeResponse): Promise<void> {
@@ -130,7 +119,7 @@ export class Dispatcher {
       if (connection) this.pendingOnSocket.set(connection, (this.pendingOnSocket.get(connection) ?? 1) - 1);
       if (this.inFlight.size === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
     });
-    if (this.draining) closeAfterAnswer(res, connection);
+    if (this.draining) this.closeAfterAnswer(res, connection);
     // On every answer, whatever writes it: also the RPC library's own refusals, made before the interceptors
     // that add the request id to the service's answers run (a body too large, bytes that do not decode).
     res.setHeader(REQUEST_ID_HEADER, context.requestId);
@@ -343,6 +332,21 @@ export class Dispatcher {
       clientError = true;
     }
     this.record(context, route, component, status, code, serverError, clientError);
+  }
+
+  /**
+   * Ends an HTTP/1.1 answer's connection after it: `Connection: close` if
+   * not yet sent, else once it is written, unless a pipelined request behind
+   * it still waits for its answer (which says `Connection: close` itself,
+   * not having been sent). `connection` is the request's own: Node lets go of
+   * the answer's socket before `finish` reaches us.
+   */
+  private closeAfterAnswer(res: NodeResponse, connection: { end(): void } | undefined): void {
+    if (connection === undefined || "stream" in res) return;
+    if (!res.headersSent) res.setHeader("connection", "close");
+    else res.once("finish", () => {
+      if ((this.pendingOnSocket.get(connection) ?? 0) <= 1) connection.end();
+    });
   }
 
   /**
