@@ -459,3 +459,35 @@ describe("list files", () => {
     }
   });
 });
+
+describe("decides sent at once", () => {
+  // A generous budget: these read the comprehensive path's velocity, never the fast fallback.
+  let burst: TestServer;
+  let key: string;
+  beforeAll(async () => {
+    burst = await startTestServer({ config: { comprehensiveBudgetMs: 5_000, engineThreads: 1 } });
+    key = burst.createAccount("Burst").keys.test.secret;
+  });
+  afterAll(() => burst.close());
+
+  const send = (body: Record<string, unknown>) =>
+    fetch(`${burst.url}/api/v1/decide`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": key }, body: JSON.stringify(body) }).then(
+      async (res) => ((await res.json()) as DecideBody).data,
+    );
+
+  it("see each other in their velocity, as decides sent one after another do", async () => {
+    // A bot's credential stuffing: one user, twenty logins at once. None of them is stored when the others
+    // are evaluated; the ones admitted before each still count.
+    const answers = await Promise.all(Array.from({ length: 20 }, () => send({ userId: "stuffed", action: "login", ip: UK_IP, deviceId: "dev_stuffed", ...HUMAN_DESKTOP })));
+    // Each sees those admitted before it: from the sixth on (a burst is five in a minute), as one after another.
+    expect(answers.filter((answer) => answer.reasons.includes("VELOCITY_BURST")).length).toBeGreaterThanOrEqual(15);
+  });
+
+  it("see each other's users on a shared device", async () => {
+    const answers = await Promise.all(
+      Array.from({ length: 15 }, (_, i) => send({ userId: `signup_${i}`, action: "signup", ip: "81.2.69.77", deviceId: "dev_farm", email: `jane.doe${i}@example.co.uk`, ...HUMAN_DESKTOP })),
+    );
+    // From the third user on (three users on one device in a day), as one after another.
+    expect(answers.filter((answer) => answer.reasons.includes("MULTI_ACCOUNT_DEVICE")).length).toBeGreaterThanOrEqual(13);
+  });
+});

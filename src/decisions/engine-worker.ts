@@ -45,7 +45,7 @@ function evaluate(task: EngineTask): EngineOutcome {
   if (config.storeLatencyMs > 0) Atomics.wait(sleeper, 0, 0, config.storeLatencyMs);
   const keys = entityKeysByKind(task.entities);
   const snapshot = {
-    ...history.snapshot(task.tenant, task.entities, keys, task.nowMs, paymentOf(task.input)?.currency),
+    ...history.snapshot(task.tenant, task.entities, keys, task.nowMs, paymentOf(task.input)?.currency, task.inFlight),
     graph: graph.lookup(task.tenant, graphKeysOf(keys)),
     // Null (signal unavailable) when the account is not a consortium member.
     consortium: consortium.lookup(task.tenant, task.entities) ?? null,

@@ -80,6 +80,7 @@ import { Dispatcher } from "./dispatcher.js";
 import { RestGateway } from "./gateway.js";
 import { DualProtocolListener } from "./listener.js";
 import { HistoryRepository } from "../store/history.js";
+import { DecisionsInFlight } from "../decisions/in-flight.js";
 
 const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
 /** On shutdown the outbox flushes what is due for what is left of the grace period, and at least this long. */
@@ -250,6 +251,7 @@ function assembleApp(options: AppOptions, lock: DataDirectoryLock): App {
       analyzeState,
       policies: policySets,
       metrics,
+      inFlight: new DecisionsInFlight(),
     }),
   );
   serve(FeedbackService, createFeedbackService({ processor: feedback, writerSettled: () => writer.settled() }));

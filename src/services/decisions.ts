@@ -32,7 +32,7 @@ import {
   type EngineInput,
   type Signals,
 } from "../engine/index.js";
-import { entityValueOfKind, metadataIdentifiers } from "../graph/entities.js";
+import { entityKeysByKind, entityValueOfKind, metadataIdentifiers } from "../graph/entities.js";
 import { newId } from "../ids.js";
 import type { Logger } from "../log.js";
 import type { AccountRepository } from "../store/accounts.js";
@@ -42,6 +42,7 @@ import { lessonPayment, type DecisionEntities } from "../store/history.js";
 import type { IdempotencyRepository } from "../store/idempotency.js";
 import type { Tenant } from "../store/tenant.js";
 import type { WeightsRepository } from "../store/weights.js";
+import type { DecisionsInFlight } from "../decisions/in-flight.js";
 
 /** A policy result as stored with the decision. */
 function resultRecord(result: PolicyResult): PolicyResultRecord {
@@ -115,6 +116,8 @@ export interface DecisionServiceDeps {
   analyzeState: AnalyzeStateRepository;
   policies: PolicySets;
   metrics: Metrics;
+  /** Decides admitted and not yet stored, which the engine counts with the stored ones. */
+  inFlight: DecisionsInFlight;
 }
 
 /** The caller's tenant and key (from the shared scope), and what the transport knows of the call. */
@@ -200,92 +203,98 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       const weights = deps.weights.current(tenant);
       const policies = deps.policies.forTenant(tenant, now);
       const denylisted = onDenyList(policies, entities);
-      const task = { tenant, input, entities, nowMs: now, weights, denylisted };
-      const { outcome, comprehensiveInTime, late } = await deps.engine.decide(task);
-      const { result, signals } = outcome;
-      const evaluation = deps.policies.evaluate(policies, policyInputs(request, ip, result.score, signals));
-      const policyResults = [...evaluation.results, ...evaluation.shadowResults];
-      const ruleErrors = policyResults.reduce((sum, r) => sum + r.errors.length, 0);
-      if (ruleErrors > 0) deps.metrics.increment("fraud_policy_rule_errors_total", "Policy rules that failed at evaluation time.", "evaluation", ruleErrors);
-      const verdict = { decision: evaluation.decision, results: policyResults.map(resultRecord) };
-      const reasons = decisionReasons(result.reasons, evaluation);
+      // Counted in flight until it is stored: the decides sent with it see it in their velocity and users.
+      const admitted = deps.inFlight.admit(tenant, entityKeysByKind(entities), entities.userId);
+      const task = { tenant, input, entities, nowMs: now, weights, denylisted, inFlight: admitted.counts };
+      try {
+        const { outcome, comprehensiveInTime, late } = await deps.engine.decide(task);
+        const { result, signals } = outcome;
+        const evaluation = deps.policies.evaluate(policies, policyInputs(request, ip, result.score, signals));
+        const policyResults = [...evaluation.results, ...evaluation.shadowResults];
+        const ruleErrors = policyResults.reduce((sum, r) => sum + r.errors.length, 0);
+        if (ruleErrors > 0) deps.metrics.increment("fraud_policy_rule_errors_total", "Policy rules that failed at evaluation time.", "evaluation", ruleErrors);
+        const verdict = { decision: evaluation.decision, results: policyResults.map(resultRecord) };
+        const reasons = decisionReasons(result.reasons, evaluation);
 
-      const decisionId = newId("dec");
-      const evidenceId = newId("evi");
-      const processingTimeMs = round3(performance.now() - started);
-      const response = create(DecideResponseSchema, {
-        decision: verdict.decision,
-        score: result.score,
-        confidence: result.confidence,
-        confidencePercent: result.confidencePercent,
-        reasons,
-        evidenceId,
-        requestId,
-        processingTimeMs,
-      });
-      const requestJson = toJson(DecideRequestSchema, resolved);
-      const details: DecisionDetails = {
-        request: requestJson,
-        reasons,
-        confidencePercent: result.confidencePercent,
-        categoryScores: result.categoryScores,
-        contributions: result.contributions,
-        weightsVersion: result.weightsVersion,
-        policyResults: verdict.results,
-        signalCoverage: comprehensiveInTime ? "full" : "partial",
-        fastPathMs: round3(outcome.fastPathMs),
-        comprehensivePathMs: round3(outcome.comprehensivePathMs),
-        processingTimeMs,
-      };
-      const stored: StoredDecision<DecisionDetails> = {
-        id: decisionId,
-        evidenceId,
-        requestId,
-        userId: request.userId,
-        action: request.action,
-        createdAt: now,
-        decision: verdict.decision,
-        score: result.score,
-        confidence: result.confidence,
-        details,
-      };
-      const evidence = {
-        evidenceId,
-        decisionId,
-        accountId: tenant.accountId,
-        environment: tenant.environment,
-        requestId,
-        createdAt: new Date(now).toISOString(),
-        request: requestJson,
-        signals,
-        weightsVersion: result.weightsVersion,
-        score: result.score,
-        decision: verdict.decision,
-        reasons,
-      };
-      const replayed = await deps.writer.record({
-        tenant,
-        actor,
-        decision: stored,
-        evidence,
-        history: { ...entities, country: signals.geo.country, ...lessonPayment(paymentOf(request)), allowed: verdict.decision === "allow" },
-        policy: policyEffects(policies, evaluation),
-        openCase: caseForDecision({ ...stored, reasons }, evaluation.review),
-        idempotency: idempotencyKey !== undefined ? { key: idempotencyKey, entry: { requestHash, response: toBinary(DecideResponseSchema, response) } } : undefined,
-        now,
-      });
-      if (replayed) return replay(replayed.requestHash, requestHash, replayed.response);
+        const decisionId = newId("dec");
+        const evidenceId = newId("evi");
+        const processingTimeMs = round3(performance.now() - started);
+        const response = create(DecideResponseSchema, {
+          decision: verdict.decision,
+          score: result.score,
+          confidence: result.confidence,
+          confidencePercent: result.confidencePercent,
+          reasons,
+          evidenceId,
+          requestId,
+          processingTimeMs,
+        });
+        const requestJson = toJson(DecideRequestSchema, resolved);
+        const details: DecisionDetails = {
+          request: requestJson,
+          reasons,
+          confidencePercent: result.confidencePercent,
+          categoryScores: result.categoryScores,
+          contributions: result.contributions,
+          weightsVersion: result.weightsVersion,
+          policyResults: verdict.results,
+          signalCoverage: comprehensiveInTime ? "full" : "partial",
+          fastPathMs: round3(outcome.fastPathMs),
+          comprehensivePathMs: round3(outcome.comprehensivePathMs),
+          processingTimeMs,
+        };
+        const stored: StoredDecision<DecisionDetails> = {
+          id: decisionId,
+          evidenceId,
+          requestId,
+          userId: request.userId,
+          action: request.action,
+          createdAt: now,
+          decision: verdict.decision,
+          score: result.score,
+          confidence: result.confidence,
+          details,
+        };
+        const evidence = {
+          evidenceId,
+          decisionId,
+          accountId: tenant.accountId,
+          environment: tenant.environment,
+          requestId,
+          createdAt: new Date(now).toISOString(),
+          request: requestJson,
+          signals,
+          weightsVersion: result.weightsVersion,
+          score: result.score,
+          decision: verdict.decision,
+          reasons,
+        };
+        const replayed = await deps.writer.record({
+          tenant,
+          actor,
+          decision: stored,
+          evidence,
+          history: { ...entities, country: signals.geo.country, ...lessonPayment(paymentOf(request)), allowed: verdict.decision === "allow" },
+          policy: policyEffects(policies, evaluation),
+          openCase: caseForDecision({ ...stored, reasons }, evaluation.review),
+          idempotency: idempotencyKey !== undefined ? { key: idempotencyKey, entry: { requestHash, response: toBinary(DecideResponseSchema, response) } } : undefined,
+          now,
+        });
+        if (replayed) return replay(replayed.requestHash, requestHash, replayed.response);
 
-      if (late) {
-        // Both outcomes are recorded: the answer given, and what the comprehensive path said afterwards.
-        void late.then((full) => {
-          details.lateComprehensive = full
-            ? { score: full.result.score, reasons: full.result.reasons, comprehensivePathMs: round3(full.comprehensivePathMs) }
-            : { failed: true };
-          deps.writer.updateDetails(tenant, decisionId, details);
-        }).catch((error: unknown) => deps.logger.log("warn", "could not record the late comprehensive outcome", { decisionId, error: String(error) }));
+        if (late) {
+          // Both outcomes are recorded: the answer given, and what the comprehensive path said afterwards.
+          void late.then((full) => {
+            details.lateComprehensive = full
+              ? { score: full.result.score, reasons: full.result.reasons, comprehensivePathMs: round3(full.comprehensivePathMs) }
+              : { failed: true };
+            deps.writer.updateDetails(tenant, decisionId, details);
+          }).catch((error: unknown) => deps.logger.log("warn", "could not record the late comprehensive outcome", { decisionId, error: String(error) }));
+        }
+        return response;
+      } finally {
+        admitted.release();
       }
-      return response;
     },
 
     async analyze(request, ctx) {

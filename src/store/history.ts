@@ -2,6 +2,7 @@ import type { AccountAmountStats, AmountStats, HistorySnapshot, WindowCounts } f
 import type { EntityKeys } from "../graph/entities.js";
 import type { Db } from "./database.js";
 import type { Tenant } from "./tenant.js";
+import type { InFlightCounts } from "../decisions/in-flight.js";
 
 const MINUTE = 60_000;
 const HOUR = 3_600_000;
@@ -66,6 +67,9 @@ interface ProfileRow {
   known_countries: string;
   amounts: string;
 }
+
+/** No decide in flight: what a read outside decide (and the first decide of a burst) adds. */
+const NONE_IN_FLIGHT: InFlightCounts = { decisions: { user: 0, ip: 0, device: 0, email: 0 }, users: { device: [], ip: [] } };
 
 /** Sliding-window estimate from a window's current and previous bucket. */
 function estimate(start: number, current: number, previous: number, windowMs: number, now: number): number {
@@ -144,22 +148,24 @@ export class HistoryRepository {
    * canonical e-mail and IP, so a notation variant of an address does not
    * start a fresh count); the caller computes them once for both.
    */
-  snapshot(tenant: Tenant, entities: DecisionEntities, keys: EntityKeys, now: number, paymentCurrency = ""): HistorySnapshot {
-    const counts = (entity: string): WindowCounts => {
+  snapshot(tenant: Tenant, entities: DecisionEntities, keys: EntityKeys, now: number, paymentCurrency = "", inFlight: InFlightCounts = NONE_IN_FLIGHT): HistorySnapshot {
+    // Decides still in flight (decisions/in-flight.ts) are earlier requests the counters do not hold yet: now.
+    const counts = (entity: string, pending: number): WindowCounts => {
       if (!entity) return { lastMinute: 0, lastHour: 0, lastDay: 0 };
       const row = this.velocityStmt.get(tenant.accountId, tenant.environment, entity);
-      if (!row) return { lastMinute: 0, lastHour: 0, lastDay: 0 };
+      if (!row) return { lastMinute: pending, lastHour: pending, lastDay: pending };
       return {
-        lastMinute: estimate(row.minute_start, row.minute_current, row.minute_previous, MINUTE, now),
-        lastHour: estimate(row.hour_start, row.hour_current, row.hour_previous, HOUR, now),
-        lastDay: estimate(row.day_start, row.day_current, row.day_previous, DAY, now),
+        lastMinute: estimate(row.minute_start, row.minute_current, row.minute_previous, MINUTE, now) + pending,
+        lastHour: estimate(row.hour_start, row.hour_current, row.hour_previous, HOUR, now) + pending,
+        lastDay: estimate(row.day_start, row.day_current, row.day_previous, DAY, now) + pending,
       };
     };
     const profile = entities.userId ? this.profileStmt.get(tenant.accountId, tenant.environment, entities.userId) : undefined;
+    const pending = inFlight.decisions;
     return {
-      counts: { user: counts(keys.user), ip: counts(keys.ip), device: counts(keys.device), email: counts(keys.email) },
-      distinctUsersPerDevice24h: this.distinctUsers(tenant, keys.device, entities.userId, now),
-      distinctUsersPerIp24h: this.distinctUsers(tenant, keys.ip, entities.userId, now),
+      counts: { user: counts(keys.user, pending.user), ip: counts(keys.ip, pending.ip), device: counts(keys.device, pending.device), email: counts(keys.email, pending.email) },
+      distinctUsersPerDevice24h: this.distinctUsers(tenant, keys.device, entities.userId, now, inFlight.users.device),
+      distinctUsersPerIp24h: this.distinctUsers(tenant, keys.ip, entities.userId, now, inFlight.users.ip),
       previousDecision: profile ? { atMs: profile.last_decision_at, country: profile.last_country } : null,
       knownDeviceIds: profile ? (JSON.parse(profile.known_devices) as string[]) : [],
       knownCountries: profile ? (JSON.parse(profile.known_countries) as string[]) : [],
@@ -243,7 +249,7 @@ export class HistoryRepository {
    * weighted by how much of yesterday the sliding day still holds. A user
    * seen on both days counts once.
    */
-  private distinctUsers(tenant: Tenant, entity: string, userId: string, now: number): number {
+  private distinctUsers(tenant: Tenant, entity: string, userId: string, now: number, usersInFlight: readonly string[]): number {
     if (!entity) return 0;
     const { accountId, environment } = tenant;
     const today = Math.floor(now / DAY);
@@ -259,10 +265,12 @@ export class HistoryRepository {
       }
     }
     let yesterdayOnly = Math.max(0, yesterdayUsers - carried);
-    if (userId !== "" && this.seenOnDayStmt.get(accountId, environment, entity, today, userId) === undefined) {
-      // This user counts in full now; if seen yesterday, no longer among yesterday's.
+    // This user, and those of the decides in flight: each counts in full now, unless already counted today;
+    // one seen yesterday is no longer among yesterday's.
+    for (const user of userId === "" ? usersInFlight : [userId, ...usersInFlight]) {
+      if (this.seenOnDayStmt.get(accountId, environment, entity, today, user) !== undefined) continue;
       todayUsers++;
-      if (yesterdayOnly > 0 && this.seenOnDayStmt.get(accountId, environment, entity, today - 1, userId) !== undefined) yesterdayOnly--;
+      if (yesterdayOnly > 0 && this.seenOnDayStmt.get(accountId, environment, entity, today - 1, user) !== undefined) yesterdayOnly--;
     }
     return todayUsers + Math.round(yesterdayOnly * (1 - (now % DAY) / DAY));
   }
