@@ -2,7 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getOption, type DescMessage } from "@bufbuild/protobuf";
 import { validate } from "../gen/fraud/v1/options_pb.js";
 import { allContracts } from "../src/api/contract.js";
+import { KeyService } from "../src/auth/key-service.js";
 import { ROTATION_GRACE_MS } from "../src/auth/keys.js";
+import { systemClock } from "../src/clock.js";
+import { ApiKeyRepository } from "../src/store/api-keys.js";
 import { ManualClock } from "./helpers/clock.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
 
@@ -225,6 +228,30 @@ describe("key rotation and revocation (part 3.3)", () => {
     expect(await call(status, other)).not.toBe(401);
     server.app.keys.revoke(other);
     expect(await call(status, other)).toBe(401);
+  });
+});
+
+describe("two rotations of one key at once (two fraudctl processes)", () => {
+  it("lets one win: the other, which read the key before, mints nothing and says so", () => {
+    const issued = server.app.keys.issue({ accountId, environment: "live", kind: "secret" });
+    // What the losing process read before the winner's rotation committed.
+    const stale = server.app.keys.find(issued.key);
+    if (!stale) throw new Error("missing");
+    server.app.keys.rotate(issued.key);
+    const lagging = Object.assign(Object.create(new ApiKeyRepository(server.app.db)) as ApiKeyRepository, { findByHash: () => stale, get: () => stale });
+    const loser = new KeyService(server.app.accounts, lagging, systemClock, server.app.audit, "cli:other");
+    const keysBefore = server.app.keys.list(accountId).length;
+    const entriesBefore = (server.app.db.prepare("SELECT COUNT(*) AS n FROM audit_log").get() as { n: number }).n;
+    expect(() => loser.rotate(issued.key)).toThrow(new RegExp(`key ${issued.record.id} was rotated or revoked meanwhile`));
+    expect(server.app.keys.list(accountId)).toHaveLength(keysBefore);
+    expect((server.app.db.prepare("SELECT COUNT(*) AS n FROM audit_log").get() as { n: number }).n).toBe(entriesBefore);
+    // Revoked meanwhile: the same.
+    const other = server.app.keys.issue({ accountId, environment: "live", kind: "secret" });
+    const staleOther = server.app.keys.find(other.key);
+    if (!staleOther) throw new Error("missing");
+    server.app.keys.revoke(other.key);
+    const laggingOther = Object.assign(Object.create(new ApiKeyRepository(server.app.db)) as ApiKeyRepository, { findByHash: () => staleOther, get: () => staleOther });
+    expect(() => new KeyService(server.app.accounts, laggingOther, systemClock, server.app.audit, "cli:other").rotate(other.key)).toThrow(/rotated or revoked meanwhile/);
   });
 });
 

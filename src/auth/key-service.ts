@@ -126,7 +126,10 @@ export class KeyService {
     const replacement = this.mint(old);
     const graceUntil = this.clock.now() + ROTATION_GRACE_MS;
     this.audit.atomically(() => {
-      this.keys.rotate(old.id, replacement.record, graceUntil);
+      // Checked again inside the write transaction: a rotation or revocation since the read above wins.
+      if (!this.keys.rotate(old.id, replacement.record, graceUntil)) {
+        throw new KeyError(`key ${old.id} was rotated or revoked meanwhile; list its keys and rotate the active one`);
+      }
       this.audit.record(
         this.entry(old, "key.rotated", { replacedBy: replacement.record.id, last4: replacement.record.last4, oldKeyValidUntil: new Date(graceUntil).toISOString() }),
       );

@@ -59,6 +59,9 @@ function toRecord(row: ApiKeyRow): ApiKeyRecord {
 /** Keys remembered by the lookup cache before it starts over. */
 const MAX_CACHED_KEYS = 10_000;
 
+/** Rolls a rotation back (its replacement's insert with it) when the old key changed since it was read. */
+class RotatedMeanwhile extends Error {}
+
 export class ApiKeyRepository {
   private readonly insertStmt;
   private readonly byHashStmt;
@@ -92,8 +95,9 @@ export class ApiKeyRepository {
     this.listByAccountStmt = db.prepare<[string], ApiKeyRow>(
       "SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at, id",
     );
+    // Only a key neither rotated nor revoked: of two rotations at once, the second changes nothing.
     this.expireStmt = db.prepare<[number, string, string]>(
-      "UPDATE api_keys SET expires_at = ?, replaced_by = ? WHERE id = ?",
+      "UPDATE api_keys SET expires_at = ?, replaced_by = ? WHERE id = ? AND replaced_by IS NULL AND revoked_at IS NULL",
     );
     this.revokeStmt = db.prepare<[number, string]>(
       "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
@@ -133,12 +137,23 @@ export class ApiKeyRepository {
     return rows.map(toRecord);
   }
 
-  /** Inserts `replacement` and starts the old key's grace period, atomically. */
-  rotate(oldId: string, replacement: ApiKeyRecord, graceEndsAt: number): void {
-    this.db.transaction(() => {
-      this.insert(replacement);
-      this.expireStmt.run(graceEndsAt, replacement.id, oldId);
-    })();
+  /**
+   * Inserts `replacement` and starts the old key's grace period, atomically;
+   * false, with nothing changed, when the old key was rotated or revoked in the
+   * meantime (by another process: the check before this one read it earlier).
+   */
+  rotate(oldId: string, replacement: ApiKeyRecord, graceEndsAt: number): boolean {
+    try {
+      this.db.transaction(() => {
+        // The replacement first: the old key's row names it.
+        this.insert(replacement);
+        if (this.expireStmt.run(graceEndsAt, replacement.id, oldId).changes !== 1) throw new RotatedMeanwhile();
+      })();
+      return true;
+    } catch (error) {
+      if (error instanceof RotatedMeanwhile) return false;
+      throw error;
+    }
   }
 
   revoke(id: string, now: number): boolean {
