@@ -125,6 +125,10 @@ describe("a store that reads but refuses every write", () => {
       expect(await ready()).toBe(200);
       expect((await decide()).status).toBe(500);
       expect(await ready()).toBe(503);
+      // A clock stepped back does not stretch the hold.
+      clock.advance(-3_600_000);
+      expect(await ready()).toBe(200);
+      clock.advance(3_600_000);
 
       // The store takes writes again: the first decide stored clears it at once.
       db.exec("DROP TRIGGER disk_full");

@@ -190,8 +190,10 @@ export class DecisionWriter {
    */
   writeFailure(): string | undefined {
     if (this.broken) return this.broken.message;
-    if (this.lastFailure === undefined || this.clock.now() - this.lastFailure.at >= WRITE_FAILURE_HOLD_MS) return undefined;
-    return this.lastFailure.message;
+    if (this.lastFailure === undefined) return undefined;
+    // A clock stepped back since (an NTP step, a resumed VM) ends the hold too: it must never outlast it.
+    const elapsed = this.clock.now() - this.lastFailure.at;
+    return elapsed >= 0 && elapsed < WRITE_FAILURE_HOLD_MS ? this.lastFailure.message : undefined;
   }
 
   /** Resolves once the writer's thread has opened the database. */
