@@ -345,7 +345,11 @@ describe("what the RPC library refuses before any of the service's code runs", (
     const text = await fetch(`${server.url}/fraud.v1.StatusService/GetStatus`, { method: "POST", headers: { "content-type": "application/grpc-web-text" }, body: "AAAAAAA=" });
     expect(text.status).toBe(415);
     expect(text.headers.get("fraud-error-code")).toBe("UNSUPPORTED_MEDIA_TYPE");
-    expect(await text.text()).toMatch(/gRPC-Web's text mode \(application\/grpc-web-text\) is not served: use the binary mode/);
+    expect(await text.text()).toMatch(/takes Connect \(application\/json, application\/proto\)[\s\S]*gRPC-Web's text mode \(application\/grpc-web-text\) is not served: use the binary mode/);
+    // A streaming method names Connect's streaming types.
+    const streamed = await fetch(`${server.url}/grpc.health.v1.Health/Watch`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    expect(streamed.status).toBe(415);
+    expect(await streamed.text()).toMatch(/takes Connect \(application\/connect\+json, application\/connect\+proto\)/);
 
     // gRPC with JSON messages (binary gRPC takes the service's own path, which has always carried the code).
     const session = http2.connect(server.url);

@@ -149,7 +149,7 @@ export class Dispatcher {
           // Refused by the RPC library before any interceptor saw the call: bytes that did not decode, among
           // others. The client's fault, answered as such (library-refusal.ts).
           if (context.error === undefined && context.handlerStartedAt === undefined) {
-            const refused = await asClientFault(uRes);
+            const refused = await asClientFault(uRes, rpc.method.methodKind !== "unary");
             uRes = refused.response;
             context.refusal = refused.code;
           }

@@ -14,10 +14,15 @@ import { codeFromString } from "@connectrpc/connect/protocol-connect";
 import { ERROR_CODE_HEADER, errorCodeOfProtocolRefusal } from "../api/errors.js";
 
 /** What a client sending a content type no protocol takes is told (gRPC-Web's text mode among them). */
-const UNSUPPORTED_MEDIA_TYPE_MESSAGE =
-  "unsupported content type: this endpoint takes Connect (application/json, application/proto), gRPC (application/grpc, " +
-  "application/grpc+proto, application/grpc+json) and gRPC-Web (application/grpc-web, application/grpc-web+proto, " +
-  "application/grpc-web+json); gRPC-Web's text mode (application/grpc-web-text) is not served: use the binary mode\n";
+function unsupportedMediaTypeMessage(streaming: boolean): string {
+  // Connect's streaming calls have content types of their own.
+  const connect = streaming ? "application/connect+json, application/connect+proto" : "application/json, application/proto";
+  return (
+    `unsupported content type: this method takes Connect (${connect}), gRPC (application/grpc, application/grpc+proto, ` +
+    "application/grpc+json) and gRPC-Web (application/grpc-web, application/grpc-web+proto, application/grpc-web+json); " +
+    "gRPC-Web's text mode (application/grpc-web-text) is not served: use the binary mode\n"
+  );
+}
 
 /** gRPC-Web sends its trailers as the last frame of the body, flagged so. */
 const TRAILER_FRAME = 0x80;
@@ -42,7 +47,7 @@ export interface LibraryAnswer {
  * `invalid_argument`, and that code for the log. Any other answer is
  * returned as it is.
  */
-export async function asClientFault(res: UniversalServerResponse): Promise<LibraryAnswer> {
+export async function asClientFault(res: UniversalServerResponse, streaming: boolean): Promise<LibraryAnswer> {
   const contentType = res.header?.get("content-type") ?? "";
   if (res.header?.has(ERROR_CODE_HEADER)) return { response: res };
   if (res.status === 415) {
@@ -50,7 +55,7 @@ export async function asClientFault(res: UniversalServerResponse): Promise<Libra
     const header = new Headers(res.header);
     header.set(ERROR_CODE_HEADER, "UNSUPPORTED_MEDIA_TYPE");
     header.set("content-type", "text/plain; charset=utf-8");
-    return { response: withBody(res, 415, header, new TextEncoder().encode(UNSUPPORTED_MEDIA_TYPE_MESSAGE)), code: "UNSUPPORTED_MEDIA_TYPE" };
+    return { response: withBody(res, 415, header, new TextEncoder().encode(unsupportedMediaTypeMessage(streaming))), code: "UNSUPPORTED_MEDIA_TYPE" };
   }
   if (contentType.startsWith("application/grpc-web")) {
     if (res.body === undefined) return { response: res };
