@@ -97,7 +97,7 @@ export class EventStream {
     // The handshake checks `ws` makes, made here first so that the refusal is the service's own, logged as
     // what it answered (ws would answer them itself, after this had already said 101).
     const handshake = handshakeProblem(req);
-    if (handshake) return refuse(socket, handshake.status, handshake.code, handshake.message);
+    if (handshake) return refuse(socket, handshake.status, handshake.code, handshake.message, undefined, handshake.headers);
     if (this.closed) return refuse(socket, 503, "SERVICE_UNAVAILABLE", "the server is shutting down");
     // Keys come in headers only: a key in the query string would end up in proxy and access logs.
     const headers = new Headers();
@@ -226,22 +226,26 @@ export class EventStream {
 }
 
 /** A WebSocket handshake that ws would refuse, checked as it checks (RFC 6455 section 4.2.1). */
-function handshakeProblem(req: http.IncomingMessage): { status: number; code: string; message: string } | undefined {
-  if (req.method !== "GET") return { status: 405, code: "METHOD_NOT_ALLOWED", message: "the event stream's handshake is a GET" };
+function handshakeProblem(req: http.IncomingMessage): { status: number; code: string; message: string; headers: Record<string, string> } | undefined {
+  if (req.method !== "GET") return { status: 405, code: "METHOD_NOT_ALLOWED", message: "the event stream's handshake is a GET", headers: { Allow: "GET" } };
   const key = req.headers["sec-websocket-key"];
   if (typeof key !== "string" || !/^[+/0-9A-Za-z]{22}==$/.test(key)) {
-    return { status: 400, code: "VALIDATION_ERROR", message: "Sec-WebSocket-Key must be 16 bytes in base64" };
+    return { status: 400, code: "VALIDATION_ERROR", message: "Sec-WebSocket-Key must be 16 bytes in base64", headers: {} };
   }
   const version = req.headers["sec-websocket-version"];
-  if (version !== "13" && version !== "8") return { status: 400, code: "VALIDATION_ERROR", message: "Sec-WebSocket-Version must be 13 (or 8)" };
+  if (version !== "13" && version !== "8") {
+    // The versions served, so that the client can try one (RFC 6455 section 4.4).
+    return { status: 400, code: "VALIDATION_ERROR", message: "Sec-WebSocket-Version must be 13 (or 8)", headers: { "Sec-WebSocket-Version": "13, 8" } };
+  }
   return undefined;
 }
 
 /** Answers a refused upgrade with the REST error shape and closes the connection. */
-function refuse(socket: Duplex, status: number, code: string, message: string, principal?: Principal): UpgradeOutcome {
+function refuse(socket: Duplex, status: number, code: string, message: string, principal?: Principal, headers: Record<string, string> = {}): UpgradeOutcome {
   const body = JSON.stringify({ success: false, error: { code, message, details: {} } });
+  const extra = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("");
   socket.end(
-    `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? code}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? code}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}Connection: close\r\n\r\n${body}`,
   );
   return { status, code, principal };
 }

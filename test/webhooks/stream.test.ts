@@ -304,6 +304,7 @@ describe("WebSocket delivery", () => {
     for (const line of lines) expect(line.requestId).toMatch(/^req_/);
 
     // A handshake ws would refuse is refused, and logged, as what it was answered: not 101.
+    const validKey = `Sec-WebSocket-Key: ${crypto.randomBytes(16).toString("base64")}\r\n`;
     const handshake = (extra: string) =>
       new Promise<string>((resolve, reject) => {
         const socket = net.connect(server.port, "127.0.0.1", () =>
@@ -314,11 +315,14 @@ describe("WebSocket delivery", () => {
         socket.on("close", () => resolve(answer));
         socket.on("error", reject);
       });
-    const validKey = `Sec-WebSocket-Key: ${crypto.randomBytes(16).toString("base64")}\r\n`;
     expect(await handshake("Sec-WebSocket-Version: 13\r\n")).toMatch(/^HTTP\/1.1 400 [\s\S]*"code":"VALIDATION_ERROR"[\s\S]*Sec-WebSocket-Key/);
+    // A version it does not serve: told the ones it does, so that the client can try one (RFC 6455 4.4).
+    const oldVersion = await handshake(`${validKey}Sec-WebSocket-Version: 7\r\n`);
+    expect(oldVersion).toMatch(/^HTTP\/1.1 400 /);
+    expect(oldVersion).toMatch(/^Sec-WebSocket-Version: 13, 8\r$/m);
     // Past the checks made before ws: a subprotocol header ws cannot parse.
     expect(await handshake(`${validKey}Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: a,,b\r\n`)).toMatch(/^HTTP\/1.1 400 [\s\S]*the WebSocket handshake is invalid/);
-    await expect.poll(() => requestLines().slice(before + 2).map((line) => `${line.status} ${line.code}`)).toEqual(["400 VALIDATION_ERROR", "400 VALIDATION_ERROR"]);
+    await expect.poll(() => requestLines().slice(before + 2).map((line) => `${line.status} ${line.code}`)).toEqual(["400 VALIDATION_ERROR", "400 VALIDATION_ERROR", "400 VALIDATION_ERROR"]);
     const metrics = await (await fetch(`${server.url}/api/metrics`)).text();
     expect(metrics).toMatch(/fraud_requests_total\{route="GET \/api\/v1\/events\/stream",protocol="websocket",outcome="client_error",code="UNAUTHORIZED"\} [1-9]/);
     expect(metrics).toMatch(/fraud_requests_total\{route="GET \/api\/v1\/events\/stream",protocol="websocket",outcome="success",code="OK"\} [1-9]/);
