@@ -122,6 +122,28 @@ describe("connection timeouts over HTTP/2", () => {
     }
   });
 
+  it("cancels each of two stalled streams of one session at its own idle timeout, not when the other's traffic says", async () => {
+    const session = http2.connect(`http://127.0.0.1:${port}`, { settings: { initialWindowSize: 0 } });
+    try {
+      const open = (): Promise<number> => {
+        const started = performance.now();
+        const stream = session.request({ ":method": "POST", ":path": "/" });
+        stream.on("error", () => undefined);
+        stream.end("{}");
+        return new Promise((resolve) => stream.on("close", () => resolve(performance.now() - started)));
+      };
+      const first = open();
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      const second = open();
+      for (const elapsed of await Promise.all([first, second])) {
+        expect(elapsed).toBeGreaterThanOrEqual(TIMEOUTS.idleMs - 50);
+        expect(elapsed).toBeLessThan(TIMEOUTS.idleMs * 1.6);
+      }
+    } finally {
+      session.destroy();
+    }
+  });
+
   it("leaves open a stream whose answer pauses with nothing waiting to be sent, longer than the idle timeout's half", async () => {
     const session = http2.connect(`http://127.0.0.1:${port}`);
     try {

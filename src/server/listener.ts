@@ -37,6 +37,9 @@ const FIRST_BYTES_TIMEOUT_MS = 10_000;
  */
 const MAX_STREAMS_PER_SESSION = 100;
 
+/** Looks per idle timeout at a started answer's progress: it is cancelled soon past the timeout, never before. */
+const STALL_TICKS = 16;
+
 /** gRPC server reflection's methods (v1 and v1alpha). */
 const REFLECTION_PATH_PREFIX = "/grpc.reflection.";
 
@@ -171,19 +174,35 @@ export class DualProtocolListener {
   }
 
   /**
-   * Cancels a stream whose answer has started and then not moved, either
-   * way, for the idle timeout: a client that never takes its answers (a
-   * flow-control window left at zero) would otherwise have the server hold
-   * them for as long as its session lives. A handler still working on its
-   * answer (no headers sent yet) is not cut short.
+   * Cancels a stream whose answer has started and then not moved for the idle
+   * timeout: a client that never takes its answers (a flow-control window
+   * left at zero) would otherwise have the server hold them for as long as its
+   * session lives. A handler still working on its answer (no headers sent),
+   * or an answer pausing with nothing waiting to be sent (a watch between two
+   * messages), is left alone.
+   *
+   * Measured here, by what the stream still has to send at each tick: Node's
+   * own stream timeout lets an expiry pass whenever the session sent anything
+   * since, which another stream's traffic (or its reset) can do, so that one
+   * stream's stall could be cut at a fraction of the timeout or well past it.
    */
   private limitStalledAnswer(stream: http2.ServerHttp2Stream): void {
-    // Half the timeout: while a write is queued, Node lets the first expiry pass (it saw the answer's first
-    // frames go out since the write) and reports the second, so a stalled answer is cancelled at the idle
-    // timeout. A stream with nothing waiting to be sent (a watch between two messages) is left open.
-    stream.setTimeout(this.timeouts.idleMs / 2);
+    const idleMs = this.timeouts.idleMs;
+    const tickMs = idleMs / STALL_TICKS;
+    /** Since when the stream has had this much to send, and not less. */
+    let stalled: { since: number; buffered: number } | undefined;
+    stream.setTimeout(tickMs);
     stream.on("timeout", () => {
-      if (stream.headersSent && stream.bufferSize > 0) stream.close(http2.constants.NGHTTP2_CANCEL);
+      const buffered = stream.headersSent ? stream.bufferSize : 0;
+      const now = performance.now();
+      if (buffered === 0) stalled = undefined;
+      else if (stalled === undefined || buffered < stalled.buffered) stalled = { since: now, buffered };
+      else if (now - stalled.since >= idleMs) {
+        stream.close(http2.constants.NGHTTP2_CANCEL);
+        return;
+      }
+      // A timeout that fired is not armed again by itself.
+      stream.setTimeout(tickMs);
     });
   }
 
