@@ -465,7 +465,8 @@ describe("decides sent at once", () => {
   let burst: TestServer;
   let key: string;
   beforeAll(async () => {
-    burst = await startTestServer({ config: { comprehensiveBudgetMs: 5_000, engineThreads: 1 } });
+    // Store reads held 50 ms: the decides of a burst are all in flight at once, whatever the machine's speed.
+    burst = await startTestServer({ config: { comprehensiveBudgetMs: 5_000, engineThreads: 1 }, storeLatencyMs: 50 });
     key = burst.createAccount("Burst").keys.test.secret;
   });
   afterAll(() => burst.close());
@@ -475,12 +476,37 @@ describe("decides sent at once", () => {
       async (res) => ((await res.json()) as DecideBody).data,
     );
 
-  it("see each other in their velocity, as decides sent one after another do", async () => {
+  const userLastMinute = async (evidenceId: string): Promise<number> => {
+    const res = await fetch(`${burst.url}/api/v1/decisions/${evidenceId}`, { headers: { "x-api-key": key } });
+    return ((await res.json()) as { data: { signals: { velocity: { user: { lastMinute: number } } } } }).data.signals.velocity.user.lastMinute;
+  };
+
+  it("see each other in their velocity, as decides sent one after another do, each counted once", async () => {
     // A bot's credential stuffing: one user, twenty logins at once. None of them is stored when the others
     // are evaluated; the ones admitted before each still count.
     const answers = await Promise.all(Array.from({ length: 20 }, () => send({ userId: "stuffed", action: "login", ip: UK_IP, deviceId: "dev_stuffed", ...HUMAN_DESKTOP })));
     // Each sees those admitted before it: from the sixth on (a burst is five in a minute), as one after another.
-    expect(answers.filter((answer) => answer.reasons.includes("VELOCITY_BURST")).length).toBeGreaterThanOrEqual(15);
+    expect(answers.filter((answer) => answer.reasons.includes("VELOCITY_BURST")).length).toBe(15);
+    // The k-th admitted sees at least the k - 1 before it; one stored while another was evaluated is counted
+    // once (stored, not also in flight), so none sees more than the 19 others. (A decide admitted after this
+    // one but stored before its store reads is among them: the counters are read as of the evaluation.)
+    const seen = (await Promise.all(answers.map((answer) => userLastMinute(answer.evidenceId)))).sort((a, b) => a - b);
+    seen.forEach((count, index) => expect(count).toBeGreaterThanOrEqual(index));
+    expect(Math.max(...seen)).toBeLessThanOrEqual(19);
+  });
+
+  it("do not count the retries of one decide (one Idempotency-Key) as decides of their own", async () => {
+    // An address of its own: the burst above shares UK_IP.
+    const body = JSON.stringify({ userId: "retried", action: "login", ip: "81.2.69.201", deviceId: "dev_retried", ...HUMAN_DESKTOP });
+    const retry = () => fetch(`${burst.url}/api/v1/decide`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": key, "idempotency-key": "order-77" }, body }).then(async (res) => ((await res.json()) as DecideBody).data);
+    const retries = Promise.all(Array.from({ length: 6 }, retry));
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const plain = await send({ userId: "retried", action: "login", ip: "81.2.69.201", deviceId: "dev_retried", ...HUMAN_DESKTOP });
+    const answered = await retries;
+    expect(new Set(answered.map((answer) => answer.evidenceId)).size).toBe(1);
+    // One decide before it, whatever its retries: not six.
+    expect(await userLastMinute(plain.evidenceId)).toBe(1);
+    expect(plain.reasons).not.toContain("VELOCITY_BURST");
   });
 
   it("see each other's users on a shared device", async () => {

@@ -5,8 +5,11 @@ import type { Tenant } from "../store/tenant.js";
 const COUNTED_KINDS = ["user", "ip", "device", "email"] as const;
 /** The kinds whose distinct users are counted. */
 const SHARED_KINDS = ["device", "ip"] as const;
-/** Users of one device or IP a decide is told of, at most: past that many at once, it is a burst already. */
-const MAX_USERS_TOLD = 32;
+/**
+ * Decisions, or users, of one entity a decide is told of, at most: past that many at once it is a burst
+ * already (the thresholds are 5 and 10 a minute, and 3 and 10 users), and the engine looks each one up.
+ */
+const MAX_TOLD = 32;
 
 type CountedKind = (typeof COUNTED_KINDS)[number];
 type SharedKind = (typeof SHARED_KINDS)[number];
@@ -14,20 +17,34 @@ type SharedKind = (typeof SHARED_KINDS)[number];
 /**
  * What the decides still in flight (admitted, not yet stored) add to a new
  * decide's store reads: they are earlier requests, though the velocity
- * counters and distinct users do not hold them yet.
+ * counters and distinct users may not hold them yet.
  */
 export interface InFlightCounts {
-  /** Other decides in flight with this decide's key, per kind. */
-  decisions: Record<CountedKind, number>;
-  /** Users of other decides in flight on this decide's device and IP, this user left out (at most 32 each). */
+  /**
+   * The decision ids of the other decides in flight with this decide's key, per kind. The engine counts
+   * those it does not find stored when it reads the counters: one stored meanwhile is in them already.
+   */
+  decisions: Record<CountedKind, string[]>;
+  /** Users of other decides in flight on this decide's device and IP, this user left out. */
   users: Record<SharedKind, string[]>;
 }
 
-/** A decide counted in flight; `release` once it is stored or has failed. */
+/** A decide admitted in flight; `release` once it is stored or has failed. */
 export interface InFlightTicket {
   /** What the decides admitted before it add. */
   counts: InFlightCounts;
   release(): void;
+}
+
+/** Which decide of a burst this is. */
+export interface AdmittedDecide {
+  tenant: Tenant;
+  keys: EntityKeys;
+  userId: string;
+  /** The id its decision will be stored under. */
+  decisionId: string;
+  /** Its Idempotency-Key, if it has one. */
+  idempotencyKey?: string | undefined;
 }
 
 /**
@@ -36,58 +53,66 @@ export interface InFlightTicket {
  * and distinct users from what is committed, and a decide is committed
  * milliseconds after its evaluation, in a batch: without these, the decides
  * of a burst sent at once (a bot's credential stuffing, a run of signups
- * from one device) would each see none of the others. A decide that commits
- * while another is being evaluated may be counted twice for it, committed and
- * in flight: an over-estimate of one batch at most, never an under-estimate.
+ * from one device) would each see none of the others.
+ *
+ * A retry of a decide still in flight (the same Idempotency-Key) is not
+ * counted: it will replay that one's answer, and store nothing of its own.
  */
 export class DecisionsInFlight {
-  /** Decides in flight per tenant and entity key. */
-  private readonly decisions = new Map<string, number>();
+  /** Decision ids in flight per tenant and entity key. */
+  private readonly decisions = new Map<string, Set<string>>();
   /** Their users per tenant and device or IP key, each with how many of its decides are in flight. */
   private readonly users = new Map<string, Map<string, number>>();
+  /** Idempotency keys in flight per tenant. */
+  private readonly idempotencyKeys = new Set<string>();
 
-  admit(tenant: Tenant, keys: EntityKeys, userId: string): InFlightTicket {
+  admit({ tenant, keys, userId, decisionId, idempotencyKey }: AdmittedDecide): InFlightTicket {
     const scope = `${tenant.accountId}/${tenant.environment}\0`;
-    const counts: InFlightCounts = { decisions: { user: 0, ip: 0, device: 0, email: 0 }, users: { device: [], ip: [] } };
-    const counted: string[] = [];
+    const counts: InFlightCounts = { decisions: { user: [], ip: [], device: [], email: [] }, users: { device: [], ip: [] } };
+    const retryKey = idempotencyKey === undefined ? undefined : scope + idempotencyKey;
+    const counted = retryKey === undefined || !this.idempotencyKeys.has(retryKey);
+    const decisionKeys: string[] = [];
     for (const kind of COUNTED_KINDS) {
       if (keys[kind] === "") continue;
       const key = scope + keys[kind];
-      const before = this.decisions.get(key) ?? 0;
-      counts.decisions[kind] = before;
-      this.decisions.set(key, before + 1);
-      counted.push(key);
+      const ids = this.decisions.get(key);
+      if (ids) for (const id of ids) if (counts.decisions[kind].length < MAX_TOLD) counts.decisions[kind].push(id);
+      if (!counted) continue;
+      if (ids) ids.add(decisionId);
+      else this.decisions.set(key, new Set([decisionId]));
+      decisionKeys.push(key);
     }
-    const named: string[] = [];
+    const userKeys: string[] = [];
     for (const kind of SHARED_KINDS) {
       if (keys[kind] === "" || userId === "") continue;
       const key = scope + keys[kind];
-      const users = this.users.get(key) ?? new Map<string, number>();
-      for (const other of users.keys()) {
-        if (other !== userId && counts.users[kind].length < MAX_USERS_TOLD) counts.users[kind].push(other);
-      }
-      users.set(userId, (users.get(userId) ?? 0) + 1);
-      this.users.set(key, users);
-      named.push(key);
+      const users = this.users.get(key);
+      if (users) for (const other of users.keys()) if (other !== userId && counts.users[kind].length < MAX_TOLD) counts.users[kind].push(other);
+      if (!counted) continue;
+      if (users) users.set(userId, (users.get(userId) ?? 0) + 1);
+      else this.users.set(key, new Map([[userId, 1]]));
+      userKeys.push(key);
     }
-    let released = false;
+    if (counted && retryKey !== undefined) this.idempotencyKeys.add(retryKey);
+    let released = !counted;
     return {
       counts,
       release: () => {
         if (released) return;
         released = true;
-        for (const key of counted) {
-          const left = (this.decisions.get(key) ?? 1) - 1;
-          if (left > 0) this.decisions.set(key, left);
-          else this.decisions.delete(key);
+        for (const key of decisionKeys) {
+          const ids = this.decisions.get(key);
+          ids?.delete(decisionId);
+          if (ids?.size === 0) this.decisions.delete(key);
         }
-        for (const key of named) {
+        for (const key of userKeys) {
           const users = this.users.get(key);
           const left = (users?.get(userId) ?? 1) - 1;
           if (left > 0) users?.set(userId, left);
           else users?.delete(userId);
           if (users?.size === 0) this.users.delete(key);
         }
+        if (retryKey !== undefined) this.idempotencyKeys.delete(retryKey);
       },
     };
   }

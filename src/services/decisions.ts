@@ -204,7 +204,8 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       const policies = deps.policies.forTenant(tenant, now);
       const denylisted = onDenyList(policies, entities);
       // Counted in flight until it is stored: the decides sent with it see it in their velocity and users.
-      const admitted = deps.inFlight.admit(tenant, entityKeysByKind(entities), entities.userId);
+      const decisionId = newId("dec");
+      const admitted = deps.inFlight.admit({ tenant, keys: entityKeysByKind(entities), userId: entities.userId, decisionId, idempotencyKey });
       const task = { tenant, input, entities, nowMs: now, weights, denylisted, inFlight: admitted.counts };
       try {
         const { outcome, comprehensiveInTime, late } = await deps.engine.decide(task);
@@ -216,7 +217,6 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
         const verdict = { decision: evaluation.decision, results: policyResults.map(resultRecord) };
         const reasons = decisionReasons(result.reasons, evaluation);
 
-        const decisionId = newId("dec");
         const evidenceId = newId("evi");
         const processingTimeMs = round3(performance.now() - started);
         const response = create(DecideResponseSchema, {

@@ -69,7 +69,7 @@ interface ProfileRow {
 }
 
 /** No decide in flight: what a read outside decide (and the first decide of a burst) adds. */
-const NONE_IN_FLIGHT: InFlightCounts = { decisions: { user: 0, ip: 0, device: 0, email: 0 }, users: { device: [], ip: [] } };
+const NONE_IN_FLIGHT: InFlightCounts = { decisions: { user: [], ip: [], device: [], email: [] }, users: { device: [], ip: [] } };
 
 /** Sliding-window estimate from a window's current and previous bucket. */
 function estimate(start: number, current: number, previous: number, windowMs: number, now: number): number {
@@ -98,8 +98,10 @@ export class HistoryRepository {
   private readonly addAccountAmountStmt;
   private readonly profileStmt;
   private readonly saveProfileStmt;
+  private readonly storedStmt;
+  private readonly readTx: <T>(read: () => T) => T;
 
-  constructor(db: Db) {
+  constructor(private readonly db: Db) {
     this.velocityStmt = db.prepare<[string, string, string], VelocityRow>(
       "SELECT * FROM velocity_counters WHERE account_id = ? AND environment = ? AND entity = ?",
     );
@@ -132,6 +134,9 @@ export class HistoryRepository {
       `INSERT INTO account_amounts VALUES (@accountId, @environment, @currency, 1, @logAmount)
        ON CONFLICT DO UPDATE SET payments = payments + 1, log_sum = log_sum + @logAmount`,
     );
+    this.storedStmt = db.prepare<[string], { one: number }>("SELECT 1 AS one FROM decisions WHERE id = ?");
+    const tx = db.transaction((read: () => unknown) => read());
+    this.readTx = <T>(read: () => T): T => tx(read) as T;
     this.profileStmt = db.prepare<[string, string, string], ProfileRow>(
       "SELECT * FROM user_profiles WHERE account_id = ? AND environment = ? AND user_id = ?",
     );
@@ -149,9 +154,16 @@ export class HistoryRepository {
    * start a fresh count); the caller computes them once for both.
    */
   snapshot(tenant: Tenant, entities: DecisionEntities, keys: EntityKeys, now: number, paymentCurrency = "", inFlight: InFlightCounts = NONE_IN_FLIGHT): HistorySnapshot {
-    // Decides still in flight (decisions/in-flight.ts) are earlier requests the counters do not hold yet: now.
-    const counts = (entity: string, pending: number): WindowCounts => {
+    // One read transaction: which decides in flight are stored, and the counters, as of one moment. Read
+    // apart, one committed in between would count twice (or, the other way round, not at all).
+    const checksStored = Object.values(inFlight.decisions).some((ids) => ids.length > 0);
+    if (checksStored && !this.db.inTransaction) return this.readTx(() => this.snapshot(tenant, entities, keys, now, paymentCurrency, inFlight));
+    // Decides still in flight (decisions/in-flight.ts) are earlier requests: those the counters do not hold
+    // yet (not stored when read here: a decision and its counts commit together) count as now.
+    const notStored = (ids: readonly string[]): number => ids.reduce((sum, id) => sum + (this.storedStmt.get(id) === undefined ? 1 : 0), 0);
+    const counts = (entity: string, ids: readonly string[]): WindowCounts => {
       if (!entity) return { lastMinute: 0, lastHour: 0, lastDay: 0 };
+      const pending = notStored(ids);
       const row = this.velocityStmt.get(tenant.accountId, tenant.environment, entity);
       if (!row) return { lastMinute: pending, lastHour: pending, lastDay: pending };
       return {
@@ -161,9 +173,9 @@ export class HistoryRepository {
       };
     };
     const profile = entities.userId ? this.profileStmt.get(tenant.accountId, tenant.environment, entities.userId) : undefined;
-    const pending = inFlight.decisions;
+    const inFlightIds = inFlight.decisions;
     return {
-      counts: { user: counts(keys.user, pending.user), ip: counts(keys.ip, pending.ip), device: counts(keys.device, pending.device), email: counts(keys.email, pending.email) },
+      counts: { user: counts(keys.user, inFlightIds.user), ip: counts(keys.ip, inFlightIds.ip), device: counts(keys.device, inFlightIds.device), email: counts(keys.email, inFlightIds.email) },
       distinctUsersPerDevice24h: this.distinctUsers(tenant, keys.device, entities.userId, now, inFlight.users.device),
       distinctUsersPerIp24h: this.distinctUsers(tenant, keys.ip, entities.userId, now, inFlight.users.ip),
       previousDecision: profile ? { atMs: profile.last_decision_at, country: profile.last_country } : null,
