@@ -486,7 +486,7 @@ describe("decides sent at once", () => {
     // are evaluated; the ones admitted before each still count.
     const answers = await Promise.all(Array.from({ length: 20 }, () => send({ userId: "stuffed", action: "login", ip: UK_IP, deviceId: "dev_stuffed", ...HUMAN_DESKTOP })));
     // Each sees those admitted before it: from the sixth on (a burst is five in a minute), as one after another.
-    expect(answers.filter((answer) => answer.reasons.includes("VELOCITY_BURST")).length).toBe(15);
+    expect(answers.filter((answer) => answer.reasons.includes("VELOCITY_BURST")).length).toBeGreaterThanOrEqual(15);
     // The k-th admitted sees at least the k - 1 before it; one stored while another was evaluated is counted
     // once (stored, not also in flight), so none sees more than the 19 others. (A decide admitted after this
     // one but stored before its store reads is among them: the counters are read as of the evaluation.)
