@@ -495,6 +495,28 @@ describe("decides sent at once", () => {
     expect(Math.max(...seen)).toBeLessThanOrEqual(19);
   });
 
+  it("count past the highest threshold, however many are in flight at once", async () => {
+    const big = burst.createAccount("Big burst", { decide: 1_000 }).keys.test.secret;
+    const answers = await Promise.all(
+      Array.from({ length: 70 }, (_, i) =>
+        fetch(`${burst.url}/api/v1/decide`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-api-key": big },
+          body: JSON.stringify({ userId: `farm_${i}`, action: "signup", ip: "81.2.69.150", ...HUMAN_DESKTOP }),
+        }).then(async (res) => ((await res.json()) as DecideBody).data),
+      ),
+    );
+    const ipLastHour = async (evidenceId: string): Promise<number> => {
+      const res = await fetch(`${burst.url}/api/v1/decisions/${evidenceId}`, { headers: { "x-api-key": big } });
+      return ((await res.json()) as { data: { signals: { velocity: { ip: { lastHour: number } } } } }).data.signals.velocity.ip.lastHour;
+    };
+    const seen = (await Promise.all(answers.map((answer) => ipLastHour(answer.evidenceId)))).sort((a, b) => a - b);
+    // The k-th sees at least the k - 1 before it, past 60 an hour (the IP's hourly threshold) too.
+    seen.forEach((count, index) => expect(count).toBeGreaterThanOrEqual(index));
+    expect(Math.max(...seen)).toBeLessThanOrEqual(69);
+    expect(answers.filter((answer) => answer.reasons.includes("HIGH_VELOCITY_HOURLY")).length).toBeGreaterThanOrEqual(9);
+  });
+
   it("do not count the retries of one decide (one Idempotency-Key) as decides of their own", async () => {
     // An address of its own: the burst above shares UK_IP.
     const body = JSON.stringify({ userId: "retried", action: "login", ip: "81.2.69.201", deviceId: "dev_retried", ...HUMAN_DESKTOP });

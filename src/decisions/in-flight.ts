@@ -6,10 +6,10 @@ const COUNTED_KINDS = ["user", "ip", "device", "email"] as const;
 /** The kinds whose distinct users are counted. */
 const SHARED_KINDS = ["device", "ip"] as const;
 /**
- * Decisions, or users, of one entity a decide is told of, at most: past that many at once it is a burst
- * already (the thresholds are 5 and 10 a minute, and 3 and 10 users), and the engine looks each one up.
+ * Decides, or users, of one entity a decide is told of, at most, the newest first: above every threshold
+ * the engine compares them with (100 a day is the highest), so that past it the signals are the same.
  */
-const MAX_TOLD = 32;
+const MAX_TOLD = 128;
 
 type CountedKind = (typeof COUNTED_KINDS)[number];
 type SharedKind = (typeof SHARED_KINDS)[number];
@@ -21,10 +21,12 @@ type SharedKind = (typeof SHARED_KINDS)[number];
  */
 export interface InFlightCounts {
   /**
-   * The decision ids of the other decides in flight with this decide's key, per kind. The engine counts
-   * those it does not find stored when it reads the counters: one stored meanwhile is in them already.
+   * The other decides in flight with this decide's key, per kind, each as the decision ids it may be stored
+   * under: one id, or those of the attempts of one Idempotency-Key, of which at most one is stored. The
+   * engine counts a decide none of whose ids it finds stored when it reads the counters; one stored meanwhile
+   * is in them already.
    */
-  decisions: Record<CountedKind, string[]>;
+  decisions: Record<CountedKind, string[][]>;
   /** Users of other decides in flight on this decide's device and IP, this user left out. */
   users: Record<SharedKind, string[]>;
 }
@@ -55,55 +57,55 @@ export interface AdmittedDecide {
  * of a burst sent at once (a bot's credential stuffing, a run of signups
  * from one device) would each see none of the others.
  *
- * A retry of a decide still in flight (the same Idempotency-Key) is not
- * counted: it will replay that one's answer, and store nothing of its own.
+ * The attempts of one Idempotency-Key in flight at once count as one decide:
+ * one of them is stored and the others replay its answer (or, if the first
+ * fails, a retry is the one stored).
  */
 export class DecisionsInFlight {
-  /** Decision ids in flight per tenant and entity key. */
-  private readonly decisions = new Map<string, Set<string>>();
+  /** Per tenant and entity key, the decides in flight: their decision ids by attempt group. */
+  private readonly decisions = new Map<string, Map<string, Set<string>>>();
   /** Their users per tenant and device or IP key, each with how many of its decides are in flight. */
   private readonly users = new Map<string, Map<string, number>>();
-  /** Idempotency keys in flight per tenant. */
-  private readonly idempotencyKeys = new Set<string>();
 
   admit({ tenant, keys, userId, decisionId, idempotencyKey }: AdmittedDecide): InFlightTicket {
     const scope = `${tenant.accountId}/${tenant.environment}\0`;
+    // A decide's attempts group: its Idempotency-Key's, or its own.
+    const group = idempotencyKey === undefined ? `id\0${decisionId}` : `key\0${idempotencyKey}`;
     const counts: InFlightCounts = { decisions: { user: [], ip: [], device: [], email: [] }, users: { device: [], ip: [] } };
-    const retryKey = idempotencyKey === undefined ? undefined : scope + idempotencyKey;
-    const counted = retryKey === undefined || !this.idempotencyKeys.has(retryKey);
     const decisionKeys: string[] = [];
     for (const kind of COUNTED_KINDS) {
       if (keys[kind] === "") continue;
       const key = scope + keys[kind];
-      const ids = this.decisions.get(key);
-      if (ids) for (const id of ids) if (counts.decisions[kind].length < MAX_TOLD) counts.decisions[kind].push(id);
-      if (!counted) continue;
+      let groups = this.decisions.get(key);
+      if (groups) counts.decisions[kind] = newest([...groups].filter(([name]) => name !== group).map(([, ids]) => [...ids]));
+      else this.decisions.set(key, (groups = new Map()));
+      const ids = groups.get(group);
       if (ids) ids.add(decisionId);
-      else this.decisions.set(key, new Set([decisionId]));
+      else groups.set(group, new Set([decisionId]));
       decisionKeys.push(key);
     }
     const userKeys: string[] = [];
     for (const kind of SHARED_KINDS) {
       if (keys[kind] === "" || userId === "") continue;
       const key = scope + keys[kind];
-      const users = this.users.get(key);
-      if (users) for (const other of users.keys()) if (other !== userId && counts.users[kind].length < MAX_TOLD) counts.users[kind].push(other);
-      if (!counted) continue;
-      if (users) users.set(userId, (users.get(userId) ?? 0) + 1);
-      else this.users.set(key, new Map([[userId, 1]]));
+      let users = this.users.get(key);
+      if (users) counts.users[kind] = newest([...users.keys()].filter((other) => other !== userId));
+      else this.users.set(key, (users = new Map()));
+      users.set(userId, (users.get(userId) ?? 0) + 1);
       userKeys.push(key);
     }
-    if (counted && retryKey !== undefined) this.idempotencyKeys.add(retryKey);
-    let released = !counted;
+    let released = false;
     return {
       counts,
       release: () => {
         if (released) return;
         released = true;
         for (const key of decisionKeys) {
-          const ids = this.decisions.get(key);
+          const groups = this.decisions.get(key);
+          const ids = groups?.get(group);
           ids?.delete(decisionId);
-          if (ids?.size === 0) this.decisions.delete(key);
+          if (ids?.size === 0) groups?.delete(group);
+          if (groups?.size === 0) this.decisions.delete(key);
         }
         for (const key of userKeys) {
           const users = this.users.get(key);
@@ -112,8 +114,12 @@ export class DecisionsInFlight {
           else users?.delete(userId);
           if (users?.size === 0) this.users.delete(key);
         }
-        if (retryKey !== undefined) this.idempotencyKeys.delete(retryKey);
       },
     };
   }
+}
+
+/** The last MAX_TOLD of a list in admission order: the newest, least likely stored already. */
+function newest<T>(items: T[]): T[] {
+  return items.length > MAX_TOLD ? items.slice(-MAX_TOLD) : items;
 }

@@ -98,7 +98,7 @@ export class HistoryRepository {
   private readonly addAccountAmountStmt;
   private readonly profileStmt;
   private readonly saveProfileStmt;
-  private readonly storedStmt;
+  private readonly storedAmongStmt;
   private readonly readTx: <T>(read: () => T) => T;
 
   constructor(private readonly db: Db) {
@@ -134,7 +134,7 @@ export class HistoryRepository {
       `INSERT INTO account_amounts VALUES (@accountId, @environment, @currency, 1, @logAmount)
        ON CONFLICT DO UPDATE SET payments = payments + 1, log_sum = log_sum + @logAmount`,
     );
-    this.storedStmt = db.prepare<[string], { one: number }>("SELECT 1 AS one FROM decisions WHERE id = ?");
+    this.storedAmongStmt = db.prepare<[string], { id: string }>("SELECT id FROM decisions WHERE id IN (SELECT value FROM json_each(?))");
     const tx = db.transaction((read: () => unknown) => read());
     this.readTx = <T>(read: () => T): T => tx(read) as T;
     this.profileStmt = db.prepare<[string, string, string], ProfileRow>(
@@ -156,14 +156,14 @@ export class HistoryRepository {
   snapshot(tenant: Tenant, entities: DecisionEntities, keys: EntityKeys, now: number, paymentCurrency = "", inFlight: InFlightCounts = NONE_IN_FLIGHT): HistorySnapshot {
     // One read transaction: which decides in flight are stored, and the counters, as of one moment. Read
     // apart, one committed in between would count twice (or, the other way round, not at all).
-    const checksStored = Object.values(inFlight.decisions).some((ids) => ids.length > 0);
-    if (checksStored && !this.db.inTransaction) return this.readTx(() => this.snapshot(tenant, entities, keys, now, paymentCurrency, inFlight));
+    const inFlightIds = [...new Set(Object.values(inFlight.decisions).flat(2))];
+    if (inFlightIds.length > 0 && !this.db.inTransaction) return this.readTx(() => this.snapshot(tenant, entities, keys, now, paymentCurrency, inFlight));
     // Decides still in flight (decisions/in-flight.ts) are earlier requests: those the counters do not hold
-    // yet (not stored when read here: a decision and its counts commit together) count as now.
-    const notStored = (ids: readonly string[]): number => ids.reduce((sum, id) => sum + (this.storedStmt.get(id) === undefined ? 1 : 0), 0);
-    const counts = (entity: string, ids: readonly string[]): WindowCounts => {
+    // yet (none of their ids stored when read here: a decision and its counts commit together) count as now.
+    const stored = new Set(inFlightIds.length === 0 ? [] : this.storedAmongStmt.all(JSON.stringify(inFlightIds)).map((row) => row.id));
+    const counts = (entity: string, decides: readonly (readonly string[])[]): WindowCounts => {
       if (!entity) return { lastMinute: 0, lastHour: 0, lastDay: 0 };
-      const pending = notStored(ids);
+      const pending = decides.reduce((sum, ids) => sum + (ids.some((id) => stored.has(id)) ? 0 : 1), 0);
       const row = this.velocityStmt.get(tenant.accountId, tenant.environment, entity);
       if (!row) return { lastMinute: pending, lastHour: pending, lastDay: pending };
       return {
@@ -173,9 +173,9 @@ export class HistoryRepository {
       };
     };
     const profile = entities.userId ? this.profileStmt.get(tenant.accountId, tenant.environment, entities.userId) : undefined;
-    const inFlightIds = inFlight.decisions;
+    const decides = inFlight.decisions;
     return {
-      counts: { user: counts(keys.user, inFlightIds.user), ip: counts(keys.ip, inFlightIds.ip), device: counts(keys.device, inFlightIds.device), email: counts(keys.email, inFlightIds.email) },
+      counts: { user: counts(keys.user, decides.user), ip: counts(keys.ip, decides.ip), device: counts(keys.device, decides.device), email: counts(keys.email, decides.email) },
       distinctUsersPerDevice24h: this.distinctUsers(tenant, keys.device, entities.userId, now, inFlight.users.device),
       distinctUsersPerIp24h: this.distinctUsers(tenant, keys.ip, entities.userId, now, inFlight.users.ip),
       previousDecision: profile ? { atMs: profile.last_decision_at, country: profile.last_country } : null,
