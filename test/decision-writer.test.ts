@@ -13,6 +13,7 @@ import { AccountRepository } from "../src/store/accounts.js";
 import { DATABASE_FILE, openDatabase, type Db } from "../src/store/database.js";
 import Database from "../src/store/sqlite-driver.cjs";
 import { ManualClock } from "./helpers/clock.js";
+import { entityKeysByKind } from "../src/graph/entities.js";
 
 const dirs: string[] = [];
 function tempDir(): string {
@@ -46,12 +47,14 @@ const policy = { triggered: [], shadowResults: [] };
 
 function aWrite(accountId: string, now: number, overrides: Partial<DecisionWrite> = {}): DecisionWrite {
   const id = newId("dec");
+  const history = overrides.history ?? { userId: "u", ip: "81.2.69.160", deviceId: "d1", email: "u@example.com", country: "GB", amount: undefined, currency: "", allowed: true };
   return {
     tenant: { accountId, environment: "live" },
     actor: "key_test",
     decision: { id, evidenceId: newId("evi"), requestId: newId("req"), userId: "u", action: "login", createdAt: now, decision: "allow", score: 5, confidence: 0.8, details: details() },
     evidence: { decisionId: id, signals: { network: { valid: true } } },
-    history: { userId: "u", ip: "81.2.69.160", deviceId: "d1", email: "u@example.com", country: "GB", amount: undefined, currency: "", allowed: true },
+    history,
+    keys: entityKeysByKind(history),
     policy,
     now,
     ...overrides,

@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { repeatedKey } from "../src/server/json-keys.js";
+import { structureProblem } from "../src/server/json-keys.js";
+
+/** The first key an object of `json` repeats, at any depth; undefined when none does. */
+function repeatedKey(json: string): string | undefined {
+  const problem = structureProblem(json, Number.POSITIVE_INFINITY);
+  return problem?.kind === "repeated-key" ? problem.key : undefined;
+}
 
 describe("repeated keys in a JSON body", () => {
   it("finds a key an object repeats, at any depth, compared decoded", () => {

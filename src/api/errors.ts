@@ -60,6 +60,14 @@ const CODE_FROM_GRPC: Partial<Record<Code, ErrorCode>> = {
   [Code.Canceled]: "CANCELED",
 };
 
+/** The REST status of an error code. */
+export function httpStatusOf(code: ErrorCode): number {
+  return ERROR_TABLE[code].http;
+}
+
+/** The status logged and counted for a call whose client left before its answer was written (nginx's 499). */
+export const CLIENT_CLOSED_REQUEST = httpStatusOf("CANCELED");
+
 /** The service's code for a status the protocol layer answered by itself (undefined for OK or one it has none for). */
 export function errorCodeOfProtocolRefusal(code: Code): ErrorCode | undefined {
   return CODE_FROM_GRPC[code];

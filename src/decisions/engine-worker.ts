@@ -8,7 +8,7 @@ import { openDatabase } from "../store/database.js";
 import { ConsortiumRepository } from "../store/consortium.js";
 import { GraphRepository } from "../store/graph.js";
 import { HistoryRepository } from "../store/history.js";
-import { entityKeysByKind, graphKeysOf } from "../graph/entities.js";
+import { graphKeysOf } from "../graph/entities.js";
 import { runBacktest, type BacktestOutcome, type BacktestTask } from "./backtest.js";
 import type { EngineOutcome, EngineTask } from "./engine-types.js";
 import { FastPath } from "./fast-path.js";
@@ -43,10 +43,9 @@ function evaluate(task: EngineTask): EngineOutcome {
   const fast = fastPath.signals(task);
   const fastDone = performance.now();
   if (config.storeLatencyMs > 0) Atomics.wait(sleeper, 0, 0, config.storeLatencyMs);
-  const keys = entityKeysByKind(task.entities);
   const snapshot = {
-    ...history.snapshot(task.tenant, task.entities, keys, task.nowMs, paymentOf(task.input)?.currency, task.inFlight),
-    graph: graph.lookup(task.tenant, graphKeysOf(keys)),
+    ...history.snapshot(task.tenant, task.entities, task.keys, task.nowMs, paymentOf(task.input)?.currency, task.inFlight),
+    graph: graph.lookup(task.tenant, graphKeysOf(task.keys)),
     // Null (signal unavailable) when the account is not a consortium member.
     consortium: consortium.lookup(task.tenant, task.entities) ?? null,
   };

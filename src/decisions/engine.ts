@@ -2,9 +2,11 @@ import { Piscina } from "piscina";
 import { AtCapacityError } from "../api/errors.js";
 import { DEFAULT_WEIGHTS, ReferenceData, type ReferenceDataOptions } from "../engine/index.js";
 import type { BacktestOutcome, BacktestTask } from "./backtest.js";
-import type { EngineOutcome, EngineTask } from "./engine-types.js";
+import type { EngineOutcome, EngineTask, FastTask, FullTask } from "./engine-types.js";
 import type { EngineWorkerData } from "./engine-worker.js";
 import { FastPath } from "./fast-path.js";
+import { entityKeysByKind } from "../graph/entities.js";
+import { NONE_IN_FLIGHT } from "./in-flight.js";
 import type { Logger } from "../log.js";
 import { loadSharedReference } from "./reference-loader.js";
 
@@ -130,7 +132,7 @@ export class DecisionEngine {
   }
 
   /** Full evaluation within the budget, else the fast path's answer (part of issue 3's dual path). */
-  async decide(task: Omit<EngineTask, "mode">): Promise<DualPathOutcome> {
+  async decide(task: Omit<FullTask, "mode">): Promise<DualPathOutcome> {
     const pools = await this.pools;
     const full = pools.engine.run({ ...task, mode: "full" });
     // A full queue refuses the decide (503); any other failure of the comprehensive path falls back to the fast one.
@@ -144,11 +146,14 @@ export class DecisionEngine {
    * and opening the store happen before the first request, not inside its budget.
    */
   async warmUp(): Promise<void> {
+    const entities = { userId: "warm-up", ip: "", deviceId: "", email: "" };
     const task: EngineTask = {
       mode: "full",
       tenant: { accountId: "", environment: "test" },
       input: { userId: "warm-up", action: "login" },
-      entities: { userId: "warm-up", ip: "", deviceId: "", email: "" },
+      entities,
+      keys: entityKeysByKind(entities),
+      inFlight: NONE_IN_FLIGHT,
       nowMs: Date.now(),
       weights: DEFAULT_WEIGHTS,
       denylisted: false,
@@ -158,7 +163,7 @@ export class DecisionEngine {
   }
 
   /** The fast path alone (analyze): from the pool, or computed here when the pool has not answered within the budget. */
-  async fast(task: Omit<EngineTask, "mode">): Promise<EngineOutcome> {
+  async fast(task: Omit<FastTask, "mode">): Promise<EngineOutcome> {
     const pools = await this.pools;
     const evaluation = pools.engine.run({ ...task, mode: "fast" });
     const first = await this.withinBudget(evaluation);

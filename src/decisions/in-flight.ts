@@ -31,6 +31,9 @@ export interface InFlightCounts {
   users: Record<SharedKind, string[]>;
 }
 
+/** No decide in flight: what a read outside a burst adds. */
+export const NONE_IN_FLIGHT: InFlightCounts = { decisions: { user: [], ip: [], device: [], email: [] }, users: { device: [], ip: [] } };
+
 /** A decide admitted in flight; `release` once it is stored or has failed. */
 export interface InFlightTicket {
   /** What the decides admitted before it add. */

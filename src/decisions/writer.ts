@@ -1,7 +1,7 @@
 import { Worker } from "node:worker_threads";
 import type { AuditActor } from "../audit/entry.js";
 import type { NewCase } from "../store/cases.js";
-import { entityKeysByKind } from "../graph/entities.js";
+import type { EntityKeys } from "../graph/entities.js";
 import { systemClock, type Clock } from "../clock.js";
 import type { Logger } from "../log.js";
 import type { Outbox, OutboxEntry } from "../outbox/outbox.js";
@@ -32,6 +32,8 @@ export interface DecisionWrite {
   decision: StoredDecision<DecisionDetails>;
   evidence: Record<string, unknown>;
   history: HistoryUpdate;
+  /** The history's entities keyed as the store keys them, computed once by the decide. */
+  keys: EntityKeys;
   idempotency?: { key: string; entry: IdempotentResponse } | undefined;
   /** The case the decision opens (score at or above 80, or a review rule), opened just after it. */
   openCase?: NewCase | undefined;
@@ -51,7 +53,7 @@ export function prepareWrite(write: DecisionWrite, outbox: OutboxEntry[], caseEv
     tenant: write.tenant,
     decision,
     history: write.history,
-    entityKeys: entityKeysByKind(write.history),
+    entityKeys: write.keys,
     ...(write.idempotency && { idempotency: write.idempotency }),
     outbox,
     followUpJson: JSON.stringify(followUpOf(write, caseEvents, decision.evidence.integrityHash)),

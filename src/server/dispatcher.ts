@@ -6,7 +6,7 @@ import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from
 import { DecisionService } from "../../gen/fraud/v1/decision_pb.js";
 import { withCallContext, type CallContext, type Protocol } from "../api/context.js";
 import { contractOf, type MethodContract } from "../api/contract.js";
-import { apiError, describeError, internalError } from "../api/errors.js";
+import { CLIENT_CLOSED_REQUEST, apiError, describeError, internalError } from "../api/errors.js";
 import { REQUEST_ID_HEADER } from "../api/interceptors.js";
 import { unwaitableDeadlineHeader } from "../api/running-calls.js";
 import { newId } from "../ids.js";
@@ -95,16 +95,10 @@ export class Dispatcher {
     // The HTTP/1.1 connection, held here: the request lets go of it (null) once the answer is done.
     const connection = "stream" in res ? undefined : req.socket;
     if (connection && !this.admitPipelined(connection)) return;
-    const startedAt = performance.now();
     const url = requestUrl(req.url) ?? new URL("http://localhost/");
     const pathname = url.pathname;
     const rpc = this.rpcHandlers.get(pathname);
-    const context: CallContext = {
-      requestId: newId("req"),
-      startedAt,
-      clientIp: this.deps.clientIp.resolve(req.socket?.remoteAddress, req.headers["x-forwarded-for"]),
-      protocol: rpc ? rpcProtocol(req.headers["content-type"]) : "rest",
-    };
+    const context = this.newCall(req, rpc ? rpcProtocol(req.headers["content-type"]) : "rest");
     let route = pathname;
     let component: ComponentName | undefined;
     /** The call's gRPC status, read when the response closes (which can come before the await that wrote it returns). */
@@ -156,8 +150,8 @@ export class Dispatcher {
           grpcStatus = () => uRes.trailer?.get("grpc-status") ?? uRes.header?.get("grpc-status");
           // An HTTP/1.1 client still sending when its answer is ready (a message over the limit, which the library
           // stopped reading) would otherwise wait, blocked in its upload, until the request timeout: the
-          // connection closes after the answer, as the REST gateway's does. (Over HTTP/2, gRPC-Web and gRPC JSON
-          // calls over the limit still wait for that timeout: docs/api-decisions.md.)
+          // connection closes after the answer, as the REST gateway's does. (Over HTTP/2, Connect, gRPC-Web and gRPC
+          // JSON calls over the limit still wait for that timeout: docs/api-decisions.md.)
           if (!req.complete && !("stream" in res)) res.setHeader("connection", "close");
           await universalResponseToNodeResponse(uRes, res);
         }
@@ -379,12 +373,7 @@ export class Dispatcher {
    */
   observedUpgrades(handler: UpgradeHandler): UpgradeHandler {
     return (req, socket, head) => {
-      const context: CallContext = {
-        requestId: newId("req"),
-        startedAt: performance.now(),
-        clientIp: this.deps.clientIp.resolve(req.socket?.remoteAddress, req.headers["x-forwarded-for"]),
-        protocol: "websocket",
-      };
+      const context = this.newCall(req, "websocket");
       const outcome = handler(req, socket, head);
       if (outcome === undefined) return undefined;
       const route = `${req.method ?? "GET"} ${requestUrl(req.url)?.pathname ?? ""}`;
@@ -393,6 +382,16 @@ export class Dispatcher {
         this.record(context, route, "Dashboard", status, code, status >= 500, status >= 400 && status < 500);
       });
       return outcome;
+    };
+  }
+
+  /** A call's context as it arrives: its id, its start, and the client's address. */
+  private newCall(req: NodeRequest, protocol: Protocol): CallContext {
+    return {
+      requestId: newId("req"),
+      startedAt: performance.now(),
+      clientIp: this.deps.clientIp.resolve(req.socket?.remoteAddress, req.headers["x-forwarded-for"]),
+      protocol,
     };
   }
 
@@ -420,8 +419,6 @@ export class Dispatcher {
 /** HTTP/1.1 requests one connection may have waiting for their answers; past it the connection closes. */
 const MAX_PIPELINED_REQUESTS = 32;
 
-/** The status logged and counted for a call whose client closed it before its answer was written. */
-const CLIENT_CLOSED_REQUEST = 499;
 
 /** Whether a request is an RPC call by its headers (the path alone may be a mistyped REST one). */
 function isRpcCall(req: NodeRequest): boolean {

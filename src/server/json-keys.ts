@@ -17,12 +17,6 @@ const CLOSE_ARRAY = 0x5d;
 /** What is wrong with a body's structure, the first met in its text. */
 export type StructureProblem = { kind: "too-deep" } | { kind: "repeated-key"; key: string };
 
-/** The first key an object of `json` (valid JSON) repeats, decoded; undefined when none does. */
-export function repeatedKey(json: string): string | undefined {
-  const problem = structureProblem(json, Number.POSITIVE_INFINITY);
-  return problem?.kind === "repeated-key" ? problem.key : undefined;
-}
-
 /** The first problem of `json` (valid JSON): objects and arrays nested past `maxDepth`, or a repeated key. */
 export function structureProblem(json: string, maxDepth: number): StructureProblem | undefined {
   // The keys seen in each open object: a list while it holds a few (quicker than a set), then a set, so that

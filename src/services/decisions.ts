@@ -205,8 +205,10 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       const denylisted = onDenyList(policies, entities);
       // Counted in flight until it is stored: the decides sent with it see it in their velocity and users.
       const decisionId = newId("dec");
-      const admitted = deps.inFlight.admit({ tenant, keys: entityKeysByKind(entities), userId: entities.userId, decisionId, idempotencyKey });
-      const task = { tenant, input, entities, nowMs: now, weights, denylisted, inFlight: admitted.counts };
+      // The entities' keys in the store, once: the in-flight count, the engine's reads and the writer use them.
+      const keys = entityKeysByKind(entities);
+      const admitted = deps.inFlight.admit({ tenant, keys, userId: entities.userId, decisionId, idempotencyKey });
+      const task = { tenant, input, entities, keys, nowMs: now, weights, denylisted, inFlight: admitted.counts };
       try {
         const { outcome, comprehensiveInTime, late } = await deps.engine.decide(task);
         const { result, signals } = outcome;
@@ -275,6 +277,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
           decision: stored,
           evidence,
           history: { ...entities, country: signals.geo.country, ...lessonPayment(paymentOf(request)), allowed: verdict.decision === "allow" },
+          keys,
           policy: policyEffects(policies, evaluation),
           openCase: caseForDecision({ ...stored, reasons }, evaluation.review),
           idempotency: idempotencyKey !== undefined ? { key: idempotencyKey, entry: { requestHash, response: toBinary(DecideResponseSchema, response) } } : undefined,

@@ -2,7 +2,7 @@ import type { AccountAmountStats, AmountStats, HistorySnapshot, WindowCounts } f
 import type { EntityKeys } from "../graph/entities.js";
 import type { Db } from "./database.js";
 import type { Tenant } from "./tenant.js";
-import type { InFlightCounts } from "../decisions/in-flight.js";
+import { NONE_IN_FLIGHT, type InFlightCounts } from "../decisions/in-flight.js";
 
 const MINUTE = 60_000;
 const HOUR = 3_600_000;
@@ -67,9 +67,6 @@ interface ProfileRow {
   known_countries: string;
   amounts: string;
 }
-
-/** No decide in flight: what a read outside decide (and the first decide of a burst) adds. */
-const NONE_IN_FLIGHT: InFlightCounts = { decisions: { user: [], ip: [], device: [], email: [] }, users: { device: [], ip: [] } };
 
 /** Sliding-window estimate from a window's current and previous bucket. */
 function estimate(start: number, current: number, previous: number, windowMs: number, now: number): number {
@@ -154,10 +151,22 @@ export class HistoryRepository {
    * start a fresh count); the caller computes them once for both.
    */
   snapshot(tenant: Tenant, entities: DecisionEntities, keys: EntityKeys, now: number, paymentCurrency = "", inFlight: InFlightCounts = NONE_IN_FLIGHT): HistorySnapshot {
+    const inFlightIds = [...new Set(Object.values(inFlight.decisions).flat(2))];
+    const read = () => this.read(tenant, entities, keys, now, paymentCurrency, inFlight, inFlightIds);
     // One read transaction: which decides in flight are stored, and the counters, as of one moment. Read
     // apart, one committed in between would count twice (or, the other way round, not at all).
-    const inFlightIds = [...new Set(Object.values(inFlight.decisions).flat(2))];
-    if (inFlightIds.length > 0 && !this.db.inTransaction) return this.readTx(() => this.snapshot(tenant, entities, keys, now, paymentCurrency, inFlight));
+    return inFlightIds.length > 0 && !this.db.inTransaction ? this.readTx(read) : read();
+  }
+
+  private read(
+    tenant: Tenant,
+    entities: DecisionEntities,
+    keys: EntityKeys,
+    now: number,
+    paymentCurrency: string,
+    inFlight: InFlightCounts,
+    inFlightIds: readonly string[],
+  ): HistorySnapshot {
     // Decides still in flight (decisions/in-flight.ts) are earlier requests: those the counters do not hold
     // yet (none of their ids stored when read here: a decision and its counts commit together) count as now.
     const stored = new Set(inFlightIds.length === 0 ? [] : this.storedAmongStmt.all(JSON.stringify(inFlightIds)).map((row) => row.id));

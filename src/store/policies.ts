@@ -1,5 +1,4 @@
-import crypto from "node:crypto";
-import { canonicalJson } from "../canonical-json.js";
+import { canonicalJson, sha256Hex } from "../canonical-json.js";
 import type { RuleDefinition } from "../policies/index.js";
 import type { Db } from "./database.js";
 import type { Tenant } from "./tenant.js";
@@ -24,7 +23,7 @@ export interface StoredPolicy {
  */
 export function policyContentHash(policy: StoredPolicy): string {
   const { id, name, description, status, rules, actions, priority, version } = policy;
-  return crypto.hash("sha256", canonicalJson({ id, name, description, status, rules, actions, priority, version }));
+  return sha256Hex(canonicalJson({ id, name, description, status, rules, actions, priority, version }));
 }
 
 interface PolicyRow {

@@ -1,6 +1,7 @@
 import http from "node:http";
 import type { Duplex } from "node:stream";
 import { WebSocket, WebSocketServer } from "ws";
+import { CLIENT_CLOSED_REQUEST, httpStatusOf, type ErrorCode } from "../api/errors.js";
 import { presentedKey } from "../api/interceptors.js";
 import type { KeyService, Principal } from "../auth/key-service.js";
 import type { Clock } from "../clock.js";
@@ -20,8 +21,6 @@ export const EVENT_STREAM_PATH = "/api/v1/events/stream";
 const STREAM_PERMISSION = "webhooks:read";
 /** A client this far behind (bytes sent but not yet taken by its connection) is dropped: it is not reading. */
 const MAX_BUFFERED_BYTES = 1 << 20;
-/** The status logged for an upgrade whose client left before it was answered (as for any call, dispatcher.ts). */
-const CLIENT_CLOSED_REQUEST = 499;
 
 /** How often connections are pinged; one that has not answered the previous ping is dropped. */
 export const HEARTBEAT_MS = 30_000;
@@ -79,7 +78,7 @@ export class EventStream {
     this.server.on("wsClientError", (error: Error, socket: Duplex) => {
       const settle = this.handshakes.get(socket);
       this.handshakes.delete(socket);
-      settle?.(refuse(socket, 400, "VALIDATION_ERROR", `the WebSocket handshake is invalid: ${error.message}`));
+      settle?.(refuse(socket, "VALIDATION_ERROR", `the WebSocket handshake is invalid: ${error.message}`));
     });
     events.addSink({
       // Live only: with no client connected for a subscribed endpoint, nothing is queued.
@@ -97,8 +96,8 @@ export class EventStream {
     // The handshake checks `ws` makes, made here first so that the refusal is the service's own, logged as
     // what it answered (ws would answer them itself, after this had already said 101).
     const handshake = handshakeProblem(req);
-    if (handshake) return refuse(socket, handshake.status, handshake.code, handshake.message, undefined, handshake.headers);
-    if (this.closed) return refuse(socket, 503, "SERVICE_UNAVAILABLE", "the server is shutting down");
+    if (handshake) return refuse(socket, handshake.code, handshake.message, undefined, handshake.headers);
+    if (this.closed) return refuse(socket, "SERVICE_UNAVAILABLE", "the server is shutting down");
     // Keys come in headers only: a key in the query string would end up in proxy and access logs.
     const headers = new Headers();
     for (const name of ["x-api-key", "authorization"]) {
@@ -107,18 +106,18 @@ export class EventStream {
     }
     const key = presentedKey(headers);
     const principal = key === undefined ? undefined : this.keys.authenticate(key);
-    if (key === undefined || !principal) return refuse(socket, 401, "UNAUTHORIZED", "a valid API key is required in X-API-Key or Authorization: Bearer");
+    if (key === undefined || !principal) return refuse(socket, "UNAUTHORIZED", "a valid API key is required in X-API-Key or Authorization: Bearer");
     if (!principal.permissions.has(STREAM_PERMISSION)) {
-      return refuse(socket, 403, "FORBIDDEN", `the API key lacks the ${STREAM_PERMISSION} permission`, principal);
+      return refuse(socket, "FORBIDDEN", `the API key lacks the ${STREAM_PERMISSION} permission`, principal);
     }
     const endpointId = url.searchParams.get("endpoint") ?? "";
     const tenant: Tenant = { accountId: principal.accountId, environment: principal.environment };
     const endpoint = this.endpoints.get(tenant, endpointId);
     if (!endpoint || endpoint.deliveryMethod !== "websocket") {
-      return refuse(socket, 404, "NOT_FOUND", `no websocket endpoint "${endpointId}": pass ?endpoint=whe_... of one`, principal);
+      return refuse(socket, "NOT_FOUND", `no websocket endpoint "${endpointId}": pass ?endpoint=whe_... of one`, principal);
     }
     if (endpoint.status !== "enabled") {
-      return refuse(socket, 409, "CONFLICT", `the websocket endpoint ${endpoint.id} is disabled: enable it to stream its events`, principal);
+      return refuse(socket, "CONFLICT", `the websocket endpoint ${endpoint.id} is disabled: enable it to stream its events`, principal);
     }
     // Settled when ws has switched protocols, or refused what it checks beyond the above (a malformed
     // subprotocol or extension header: wsClientError), or the client left first.
@@ -226,22 +225,23 @@ export class EventStream {
 }
 
 /** A WebSocket handshake that ws would refuse, checked as it checks (RFC 6455 section 4.2.1). */
-function handshakeProblem(req: http.IncomingMessage): { status: number; code: string; message: string; headers: Record<string, string> } | undefined {
-  if (req.method !== "GET") return { status: 405, code: "METHOD_NOT_ALLOWED", message: "the event stream's handshake is a GET", headers: { Allow: "GET" } };
+function handshakeProblem(req: http.IncomingMessage): { code: ErrorCode; message: string; headers: Record<string, string> } | undefined {
+  if (req.method !== "GET") return { code: "METHOD_NOT_ALLOWED", message: "the event stream's handshake is a GET", headers: { Allow: "GET" } };
   const key = req.headers["sec-websocket-key"];
   if (typeof key !== "string" || !/^[+/0-9A-Za-z]{22}==$/.test(key)) {
-    return { status: 400, code: "VALIDATION_ERROR", message: "Sec-WebSocket-Key must be 16 bytes in base64", headers: {} };
+    return { code: "VALIDATION_ERROR", message: "Sec-WebSocket-Key must be 16 bytes in base64", headers: {} };
   }
   const version = req.headers["sec-websocket-version"];
   if (version !== "13" && version !== "8") {
     // The versions served, so that the client can try one (RFC 6455 section 4.4).
-    return { status: 400, code: "VALIDATION_ERROR", message: "Sec-WebSocket-Version must be 13 (or 8)", headers: { "Sec-WebSocket-Version": "13, 8" } };
+    return { code: "VALIDATION_ERROR", message: "Sec-WebSocket-Version must be 13 (or 8)", headers: { "Sec-WebSocket-Version": "13, 8" } };
   }
   return undefined;
 }
 
-/** Answers a refused upgrade with the REST error shape and closes the connection. */
-function refuse(socket: Duplex, status: number, code: string, message: string, principal?: Principal, headers: Record<string, string> = {}): UpgradeOutcome {
+/** Answers a refused upgrade with the REST error shape, the status its code has everywhere, and closes the connection. */
+function refuse(socket: Duplex, code: ErrorCode, message: string, principal?: Principal, headers: Record<string, string> = {}): UpgradeOutcome {
+  const status = httpStatusOf(code);
   const body = JSON.stringify({ success: false, error: { code, message, details: {} } });
   const extra = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("");
   socket.end(
