@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -27,6 +28,39 @@ describe("the database files", () => {
     const db = openDatabase(dataDir);
     expect(modeOf(file)).toBe(0o600);
     db.close();
+  });
+});
+
+/** The POSIX locks this process holds on `file` (Linux's /proc/locks names files by inode). */
+function locksHeldOn(file: string): string[] {
+  const inode = fs.statSync(file).ino;
+  return fs.readFileSync("/proc/locks", "utf8").split("\n").filter((line) => line.includes(` ${process.pid} `) && line.includes(`:${inode} `));
+}
+
+describe("a second connection of the same process", () => {
+  // The server opens the database on its request thread and again on its writer's thread (and again when a
+  // writer thread is replaced). Closing any descriptor of a file drops every POSIX lock the process holds on
+  // it: then another process that opens and closes the database (an operator's sqlite3, fraudctl) takes
+  // itself for the last connection and deletes the WAL the server still writes to.
+  it.runIf(fs.existsSync("/proc/locks"))("leaves the first one's lock on the database file in place", () => {
+    const dataDir = tempDir("db-lock-");
+    const first = openDatabase(dataDir);
+    first.prepare("INSERT INTO accounts (id, name, created_at) VALUES ('acc_one', 'x', 0)").run();
+    const file = path.join(dataDir, DATABASE_FILE);
+    expect(locksHeldOn(file)).not.toEqual([]);
+    const second = openDatabase(dataDir);
+    expect(locksHeldOn(file)).not.toEqual([]);
+
+    const cli = spawnSync("sqlite3", [file, "SELECT COUNT(*) FROM accounts"], { encoding: "utf8" });
+    if (cli.error === undefined) {
+      // Where sqlite3 is installed: it reads, closes, and leaves the live WAL alone.
+      expect(cli.stdout.trim()).toBe("1");
+      expect(fs.existsSync(`${file}-wal`)).toBe(true);
+      first.prepare("INSERT INTO accounts (id, name, created_at) VALUES ('acc_two', 'z', 0)").run();
+      expect(spawnSync("sqlite3", [file, "SELECT COUNT(*) FROM accounts"], { encoding: "utf8" }).stdout.trim()).toBe("2");
+    }
+    second.close();
+    first.close();
   });
 });
 

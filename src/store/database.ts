@@ -15,9 +15,7 @@ export const DATABASE_FILE = "fraud.db";
 export function openDatabase(dataDir: string, options: { readonly?: boolean } = {}): Db {
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const file = path.join(dataDir, DATABASE_FILE);
-  // Created for its owner only before SQLite opens it: a file SQLite created would be readable by others until
-  // the chmod below, and a descriptor opened in that moment would outlive it.
-  if (!options.readonly) fs.closeSync(fs.openSync(file, "a", 0o600));
+  if (!options.readonly) createOwnerOnly(file);
   const db = new Database(file, { readonly: options.readonly ?? false });
   db.pragma("busy_timeout = 5000");
   if (!options.readonly) {
@@ -32,6 +30,22 @@ export function openDatabase(dataDir: string, options: { readonly?: boolean } = 
     migrate(db);
   }
   return db;
+}
+
+/**
+ * Creates `file` for its owner only when it does not exist yet, before SQLite opens it: a file SQLite
+ * created would be readable by others until the chmod in openDatabase, and a descriptor opened in that
+ * moment would outlive it. An existing file is never opened here: closing any descriptor of a file drops
+ * every POSIX lock this process holds on it, SQLite's connections' included (the writer thread opens the
+ * database while the request thread's connection holds its lock). Without that lock another client
+ * (`sqlite3`, fraudctl) takes itself for the last connection and deletes the WAL the server still writes to.
+ */
+function createOwnerOnly(file: string): void {
+  try {
+    fs.closeSync(fs.openSync(file, "wx", 0o600));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+  }
 }
 
 /** Takes the group's and others' access away from `file`, if it exists and has any. */
