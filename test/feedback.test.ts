@@ -595,6 +595,25 @@ describe("the fraud graph", () => {
     expect(again.decision).toBe("deny");
   });
 
+  it("puts back an automatic entry that expired (not yet pruned) and denies by it at once", async () => {
+    const shop = server.createAccount("Returning shop");
+    const key = shop.keys.live.secret;
+    expect((await call(key, "PUT", "/api/v1/lists/auto_users", { kind: "user", type: "deny", automatic: true })).status).toBe(200);
+    const expiresAt = new Date(clock.now() + 60_000).toISOString();
+    expect((await call(key, "POST", "/api/v1/lists/auto_users/entries", { entries: [{ value: "victim", expiresAt }] })).status).toBe(200);
+    expect((await decide(key, { userId: "victim", action: "login", ip: "81.2.69.60", ...HUMAN_DESKTOP })).reasons).toContain("DENYLISTED");
+    clock.advance(61_000);
+    const made = await decide(key, { userId: "victim", action: "login", ip: "81.2.69.60", ...HUMAN_DESKTOP });
+    expect(made.reasons).not.toContain("DENYLISTED");
+
+    await feedback(key, { decisionId: made.decisionId, actualOutcome: "fraud" });
+    const audit = server.app.db.prepare("SELECT body FROM audit_log WHERE action = 'feedback.received' AND account_id = ?").get(shop.account.id) as { body: string };
+    expect(JSON.parse(audit.body).data.listEntriesAdded).toEqual([{ list: "auto_users", value: "victim" }]);
+    const again = await decide(key, { userId: "victim", action: "login", ip: "81.2.69.60", ...HUMAN_DESKTOP });
+    expect(again.reasons).toContain("DENYLISTED");
+    expect(again.decision).toBe("deny");
+  });
+
   it("marks no entity on a fraud label the client is less than half sure of", async () => {
     const shop = server.createAccount("Unsure shop");
     const key = shop.keys.live.secret;

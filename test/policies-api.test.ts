@@ -227,6 +227,24 @@ describe("policies acting on decisions", () => {
     expect(cleared.decision).toBe("allow");
   });
 
+  it("counts an expired entry added again as added, and decides by it at once", async () => {
+    await call("PUT", "/api/v1/lists/returning_ips", { kind: "ip", type: "deny" });
+    await call<PolicyJson>("POST", "/api/v1/policies", { name: "Returning networks", status: "active", priority: 90, rules: [{ condition: "ip in lists.returning_ips", action: "deny" }] });
+    const entry = { value: "81.2.70.0/24", expiresAt: new Date(clock.now() + 60_000).toISOString() };
+    expect((await call<{ data: { added: number; updated: number } }>("POST", "/api/v1/lists/returning_ips/entries", { entries: [entry] })).body.data).toEqual({ added: 1, updated: 0 });
+    expect((await call<{ data: { added: number; updated: number } }>("POST", "/api/v1/lists/returning_ips/entries", { entries: [entry] })).body.data).toEqual({ added: 0, updated: 1 });
+    clock.advance(61_000);
+    expect((await decide({ userId: "back_user", action: "login", ip: "81.2.70.9", ...HUMAN_DESKTOP })).decision).toBe("allow");
+    // Expired, not yet pruned: it counted for nothing, so adding it again adds it.
+    const again = await call<{ data: { added: number; updated: number } }>("POST", "/api/v1/lists/returning_ips/entries", { entries: [{ value: "81.2.70.0/24" }] });
+    expect(again.body.data).toEqual({ added: 1, updated: 0 });
+    const list = await call<{ data: { list: { entryCount: number } } }>("GET", "/api/v1/lists/returning_ips");
+    expect(list.body.data.list.entryCount).toBe(1);
+    const denied = await decide({ userId: "back_user2", action: "login", ip: "81.2.70.9", ...HUMAN_DESKTOP });
+    expect(denied.decision).toBe("deny");
+    expect(denied.reasons).toContain("DENYLISTED");
+  });
+
   it("records a rule that fails at evaluation time as an error and never fails the decision", async () => {
     const failing = (await call<PolicyJson>("POST", "/api/v1/policies", { name: "Gold tier", status: "shadow", rules: [{ condition: 'metadata.tier == "gold"', action: "allow" }] })).body;
     const result = await decide({ userId: "meta_user", action: "login", ip: UK_IP, ...HUMAN_DESKTOP });

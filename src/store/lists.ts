@@ -152,11 +152,15 @@ export class ListRepository {
       .map((row) => ({ value: row.value, expiresAt: row.expires_at ?? undefined }));
   }
 
-  /** Adds or renews one entry; true when it was new. Call inside a transaction with `touch`. */
+  /**
+   * Adds or renews one entry; true when it was not live before (new, or expired and not yet pruned: it
+   * counted for nothing until now). Call inside a transaction with `touch`.
+   */
   putEntry(tenant: Tenant, name: string, entry: StoredEntry, now: number): boolean {
-    const existed = this.findEntryStmt.get(tenant.accountId, tenant.environment, name, entry.value) !== undefined;
+    const found = this.findEntryStmt.get(tenant.accountId, tenant.environment, name, entry.value);
+    const wasLive = found !== undefined && (found.expires_at === null || found.expires_at > now);
     this.putEntryStmt.run(tenant.accountId, tenant.environment, name, entry.value, entry.expiresAt ?? null, now);
-    return !existed;
+    return !wasLive;
   }
 
   removeEntry(tenant: Tenant, name: string, value: string): boolean {
