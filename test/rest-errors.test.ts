@@ -80,6 +80,26 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     expect((server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions").get() as { n: number }).n).toBe(before);
   });
 
+  it("refuses the key __proto__ anywhere in a body, naming where, instead of dropping it unread", async () => {
+    const before = (server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions").get() as { n: number }).n;
+    const cases: Array<[string, string]> = [
+      ['{"userId":"u","action":"login","metadata":{"__proto__":{"x":1,"big":"' + "z".repeat(1_500) + '"},"constructor":2}}', "metadata.__proto__"],
+      // Written with an escape, it is the same key.
+      ['{"userId":"u","action":"login","metadata":{"tags":[{"ok":1},{"\\u005f_proto__":2}]}}', "metadata.tags[1].__proto__"],
+      ['{"__proto__":{"userId":"u"},"action":"login"}', "__proto__"],
+    ];
+    for (const [payload, field] of cases) {
+      const { status, body } = await post("/api/v1/decide", payload);
+      expect(status, payload.slice(0, 80)).toBe(400);
+      expect(body.error.code).toBe("VALIDATION_ERROR");
+      expect(body.error.message).toMatch(new RegExp(`key "__proto__" at ${field.replace(/[.[\]]/g, "\\$&")}:`));
+      expect(body.error.details.fieldViolations).toEqual([{ field, description: "is a key no object may have" }]);
+    }
+    // A value that says __proto__ is just a string.
+    expect((await post("/api/v1/decide", '{"userId":"u","action":"login","metadata":{"note":"__proto__"}}')).status).toBe(200);
+    expect((server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions").get() as { n: number }).n).toBe(before + 1);
+  });
+
   it("refuses a body that is not valid UTF-8 instead of replacing the bytes", async () => {
     const body = Buffer.concat([Buffer.from('{"userId":"'), Buffer.from([0xc3, 0x28]), Buffer.from('","action":"login"}')]);
     const { status, body: error } = await post("/api/v1/decide", body);

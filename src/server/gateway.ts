@@ -22,7 +22,7 @@ import { SIXTY_FOUR_BIT, jsonShapeViolations } from "../api/json-shape.js";
 import type { UnaryInvoker } from "../api/unary-invoker.js";
 import { invalidRequest } from "../api/validation.js";
 import { readBody } from "./request-body.js";
-import { structureProblem } from "./json-keys.js";
+import { PROTOTYPE_KEY, structureProblem } from "./json-keys.js";
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
@@ -273,6 +273,12 @@ export class RestGateway {
     if (problem?.kind === "repeated-key") {
       throw apiError("VALIDATION_ERROR", `request body repeats the key ${JSON.stringify(problem.key)} in one object: which one was meant cannot be told`);
     }
+    if (problem?.kind === "prototype-key") {
+      const field = pathOfKey(parsed, PROTOTYPE_KEY) ?? PROTOTYPE_KEY;
+      throw apiError("VALIDATION_ERROR", `request body holds the key "${PROTOTYPE_KEY}" at ${field}: no object of it may, since it would be read as the object's prototype and dropped`, {
+        fieldViolations: [{ field, description: `is a key no object may have` }],
+      });
+    }
     return parsed as JsonObject;
   }
 }
@@ -354,4 +360,22 @@ function decodeInput(schema: DescMessage, input: JsonObject) {
   } catch (error) {
     throw ConnectError.from(error, Code.InvalidArgument);
   }
+}
+
+/** The JSON path of the first own `key` in `value` (objects and arrays, depth first), if any. */
+function pathOfKey(value: unknown, key: string, path = ""): string | undefined {
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = pathOfKey(value[i], key, `${path}[${i}]`);
+      if (found !== undefined) return found;
+    }
+  } else if (typeof value === "object" && value !== null) {
+    for (const child of Object.keys(value)) {
+      const childPath = path === "" ? child : `${path}.${child}`;
+      if (child === key) return childPath;
+      const found = pathOfKey((value as Record<string, unknown>)[child], key, childPath);
+      if (found !== undefined) return found;
+    }
+  }
+  return undefined;
 }

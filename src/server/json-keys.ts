@@ -1,6 +1,7 @@
 // What JSON.parse lets through and a REST body must not hold, found in one pass over its text: nesting past a
-// depth, and a key repeated in one object (JSON.parse keeps the last; Connect's JSON refuses them, and a proxy
-// or log that reads the first would see another request than the service decides on). Run over text that
+// depth, a key repeated in one object (JSON.parse keeps the last; Connect's JSON refuses them, and a proxy
+// or log that reads the first would see another request than the service decides on), and the key
+// "__proto__" (JSON.parse makes it an own key; protobuf-es, building metadata from it, drops it unread). Run over text that
 // JSON.parse has accepted: only strings, objects and arrays need telling apart.
 
 /** Keys an object's list holds before it becomes a set. */
@@ -15,9 +16,12 @@ const OPEN_ARRAY = 0x5b;
 const CLOSE_ARRAY = 0x5d;
 
 /** What is wrong with a body's structure, the first met in its text. */
-export type StructureProblem = { kind: "too-deep" } | { kind: "repeated-key"; key: string };
+export type StructureProblem = { kind: "too-deep" } | { kind: "repeated-key"; key: string } | { kind: "prototype-key" };
 
-/** The first problem of `json` (valid JSON): objects and arrays nested past `maxDepth`, or a repeated key. */
+/** The key JavaScript objects take as their prototype when it is assigned, rather than as data. */
+export const PROTOTYPE_KEY = "__proto__";
+
+/** The first problem of `json` (valid JSON): objects and arrays nested past `maxDepth`, a repeated key, or "__proto__". */
 export function structureProblem(json: string, maxDepth: number): StructureProblem | undefined {
   // The keys seen in each open object: a list while it holds a few (quicker than a set), then a set, so that
   // an object of thousands of keys costs no more per key; null for an open array.
@@ -35,6 +39,7 @@ export function structureProblem(json: string, maxDepth: number): StructureProbl
           const raw = json.slice(at + 1, end);
           // Compared decoded: "a" and "\u0061" are one key.
           const key = raw.includes("\\") ? (JSON.parse(`"${raw}"`) as string) : raw;
+          if (key === PROTOTYPE_KEY) return { kind: "prototype-key" };
           if (Array.isArray(keys)) {
             if (keys.includes(key)) return { kind: "repeated-key", key };
             if (keys.push(key) > FEW_KEYS) open[open.length - 1] = new Set(keys);
