@@ -41,14 +41,14 @@ afterAll(async () => {
   fs.rmSync(torDir, { recursive: true, force: true });
 });
 
-async function call<T>(method: string, path: string, body?: unknown, as = key): Promise<{ status: number; body: T }> {
+async function call<T>(method: string, path: string, body?: unknown, as = key): Promise<{ status: number; body: T; headers: Headers }> {
   const res = await fetch(`${server.url}${path}`, {
     method,
     headers: { "content-type": "application/json", "x-api-key": as },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.text();
-  return { status: res.status, body: (text ? JSON.parse(text) : undefined) as T };
+  return { status: res.status, body: (text ? JSON.parse(text) : undefined) as T, headers: res.headers };
 }
 
 async function decide(body: Record<string, unknown>) {
@@ -228,19 +228,24 @@ describe("policies acting on decisions", () => {
   });
 
   it("counts an expired entry added again as added, and decides by it at once", async () => {
-    await call("PUT", "/api/v1/lists/returning_ips", { kind: "ip", type: "deny" });
-    await call<PolicyJson>("POST", "/api/v1/policies", { name: "Returning networks", status: "active", priority: 90, rules: [{ condition: "ip in lists.returning_ips", action: "deny" }] });
+    // An account of its own: the backtests below replay the main account's decisions.
+    const owner = server.createAccount("Returning").keys.live.secret;
+    const as = <T>(method: string, path: string, body?: unknown) => call<T>(method, path, body, owner);
+    const decision = async (userId: string) =>
+      (await as<{ data: { decision: string; reasons: string[] } }>("POST", "/api/v1/decide", { userId, action: "login", ip: "81.2.70.9", ...HUMAN_DESKTOP })).body.data;
+    await as("PUT", "/api/v1/lists/returning_ips", { kind: "ip", type: "deny" });
+    await as<PolicyJson>("POST", "/api/v1/policies", { name: "Returning networks", status: "active", priority: 90, rules: [{ condition: "ip in lists.returning_ips", action: "deny" }] });
     const entry = { value: "81.2.70.0/24", expiresAt: new Date(clock.now() + 60_000).toISOString() };
-    expect((await call<{ data: { added: number; updated: number } }>("POST", "/api/v1/lists/returning_ips/entries", { entries: [entry] })).body.data).toEqual({ added: 1, updated: 0 });
-    expect((await call<{ data: { added: number; updated: number } }>("POST", "/api/v1/lists/returning_ips/entries", { entries: [entry] })).body.data).toEqual({ added: 0, updated: 1 });
+    expect((await as<{ data: { added: number; updated: number } }>("POST", "/api/v1/lists/returning_ips/entries", { entries: [entry] })).body.data).toEqual({ added: 1, updated: 0 });
+    expect((await as<{ data: { added: number; updated: number } }>("POST", "/api/v1/lists/returning_ips/entries", { entries: [entry] })).body.data).toEqual({ added: 0, updated: 1 });
     clock.advance(61_000);
-    expect((await decide({ userId: "back_user", action: "login", ip: "81.2.70.9", ...HUMAN_DESKTOP })).decision).toBe("allow");
+    expect((await decision("back_user")).decision).toBe("allow");
     // Expired, not yet pruned: it counted for nothing, so adding it again adds it.
-    const again = await call<{ data: { added: number; updated: number } }>("POST", "/api/v1/lists/returning_ips/entries", { entries: [{ value: "81.2.70.0/24" }] });
+    const again = await as<{ data: { added: number; updated: number } }>("POST", "/api/v1/lists/returning_ips/entries", { entries: [{ value: "81.2.70.0/24" }] });
     expect(again.body.data).toEqual({ added: 1, updated: 0 });
-    const list = await call<{ data: { list: { entryCount: number } } }>("GET", "/api/v1/lists/returning_ips");
+    const list = await as<{ data: { list: { entryCount: number } } }>("GET", "/api/v1/lists/returning_ips");
     expect(list.body.data.list.entryCount).toBe(1);
-    const denied = await decide({ userId: "back_user2", action: "login", ip: "81.2.70.9", ...HUMAN_DESKTOP });
+    const denied = await decision("back_user2");
     expect(denied.decision).toBe("deny");
     expect(denied.reasons).toContain("DENYLISTED");
   });
@@ -462,8 +467,62 @@ describe("lists saved by an earlier release", () => {
 });
 
 describe("limits on what an account holds", () => {
+  /** A condition of exactly `length` characters that compiles. */
+  const conditionOf = (length: number) => {
+    const condition = `score >= 0${" && score >= 0".repeat(Math.floor((length - 10) / 14))}`;
+    return `${condition}${" ".repeat(length - condition.length)}`;
+  };
+
+  it("refuses a policy whose conditions are too large together with 400, before compiling them", async () => {
+    const owner = server.createAccount("Verbose").keys.live.secret;
+    // Rules that would not compile either (x is unknown): the size is what the answer names.
+    const rules = Array.from({ length: 5 }, () => ({ condition: `${conditionOf(3_990)} && x > 1`, action: "deny" }));
+    for (const [method, path] of [["POST", "/api/v1/policies"], ["POST", "/api/v1/policies/backtest"]] as const) {
+      const refused = await call<ErrorJson>(method, path, { name: "verbose", rules }, owner);
+      expect(refused.status).toBe(400);
+      expect(refused.body.error.details.fieldViolations).toEqual([{ field: "rules", description: "its conditions hold 19995 characters together, more than the 16384 allowed" }]);
+    }
+    expect((await call<PolicyJson>("POST", "/api/v1/policies", { name: "just fits", rules: Array.from({ length: 4 }, () => ({ condition: conditionOf(4_096), action: "deny" })) }, owner)).status).toBe(201);
+  });
+
+  it("refuses enabled policies past the account's total of conditions with 409; disabled ones do not count", async () => {
+    const owner = server.createAccount("Wordy", { policy_compiles: 1_000 }).keys.live.secret;
+    const rules = Array.from({ length: 4 }, () => ({ condition: conditionOf(4_000), action: "deny" }));
+    for (let i = 0; i < 16; i++) expect((await call<PolicyJson>("POST", "/api/v1/policies", { name: `w${i}`, rules }, owner)).status).toBe(201);
+    const refused = await call<ErrorJson>("POST", "/api/v1/policies", { name: "w16", rules }, owner);
+    expect(refused.status).toBe(409);
+    expect(refused.body.error.message).toBe("this account and environment's enabled policies would hold 272000 characters of conditions, more than the 262144 allowed; disable or shorten one first");
+    const parked = await call<PolicyJson>("POST", "/api/v1/policies", { name: "w16", status: "disabled", rules }, owner);
+    expect(parked.status).toBe(201);
+    expect((await call<ErrorJson>("PUT", `/api/v1/policies/${parked.body.id}`, { name: "w16", status: "shadow", rules }, owner)).status).toBe(409);
+    expect((await call<{ policies: PolicyJson[] }>("GET", "/api/v1/policies", undefined, owner)).body.policies).toHaveLength(18);
+  });
+
+  it("limits what compiles policies to 120 calls a minute per account and environment, the refused ones counted", async () => {
+    const owner = server.createAccount("Busy editor").keys.live.secret;
+    const create = (valid: boolean) => call<ErrorJson>("POST", "/api/v1/policies", { name: "draft", rules: [{ condition: valid ? "score > 50" : "x > 1", action: "deny" }] }, owner);
+    for (let i = 0; i < 60; i++) {
+      const refused = await create(false);
+      expect(refused.status).toBe(400);
+      // Compiled, then refused: the call counted.
+      expect(refused.headers.get("ratelimit")).toMatch(new RegExp(`^"policy_compiles";r=${119 - i};`));
+    }
+    for (let i = 0; i < 59; i++) expect((await create(true)).status).toBe(201);
+    expect((await call("POST", "/api/v1/policies/backtest", { rules: [{ condition: "score > 50", action: "deny" }] }, owner)).status).toBe(200);
+    const limited = await create(true);
+    expect(limited.status).toBe(429);
+    expect(limited.body.error.code).toBe("RATE_LIMIT_EXCEEDED");
+    expect(limited.headers.get("ratelimit-policy")).toBe('"policy_compiles";q=120;w=60');
+    expect(limited.headers.get("retry-after")).toBe("60");
+    // Reading is not limited, nor is another environment.
+    expect((await call("GET", "/api/v1/policies", undefined, owner)).status).toBe(200);
+    clock.advance(60_000);
+    expect((await create(true)).status).toBe(201);
+  });
+
   it("refuses a policy, a list or list entries past their limits with 409, keeping nothing of the refused call", async () => {
-    const hoarder = server.createAccount("Hoarder");
+    // Past the compile rate limit: this test is about what an account holds, not how fast it saves.
+    const hoarder = server.createAccount("Hoarder", { policy_compiles: 1_000 });
     const owner = hoarder.keys.live.secret;
     const as = <T>(method: string, path: string, body?: unknown) => call<T>(method, path, body, owner);
     const stored = (sql: string) => (server.app.db.prepare(sql).get(hoarder.account.id) as { n: number }).n;

@@ -126,6 +126,8 @@ export function rateLimitInterceptor(
     const context = callContext(req.contextValues);
     const principal = context.principal;
     const checks: RateLimitCheck[] = [];
+    /** The checks a call refused as invalid gives back (those of rules that do not count refusals). */
+    const refundable: RateLimitCheck[] = [];
     for (const rule of contract.rateLimits) {
       let key: string | undefined;
       if (rule.scope === RateLimitScope.API_KEY) key = principal?.keyId;
@@ -139,7 +141,9 @@ export function rateLimitInterceptor(
       }
       if (key === undefined) continue;
       const limit = principal?.rateLimitOverrides[rule.name] ?? installationOverrides[rule.name] ?? rule.limit;
-      checks.push({ name: rule.name, key, limit, windowMs: rule.windowSeconds * 1000 });
+      const check = { name: rule.name, key, limit, windowMs: rule.windowSeconds * 1000 };
+      checks.push(check);
+      if (!rule.countsRefused) refundable.push(check);
     }
     const outcome = limiter.consume(checks);
     const headers = rateLimitHeaders(outcome);
@@ -159,8 +163,12 @@ export function rateLimitInterceptor(
     } catch (error) {
       if (error instanceof ConnectError) {
         // Invalid after all (identifiers that name different decisions, say): as a call refused by the
-        // contract's rules, it uses up nothing.
-        const counted = describeError(error).code === "VALIDATION_ERROR" ? rateLimitHeaders(limiter.release(checks, outcome.admittedAt)) : headers;
+        // contract's rules, it uses up nothing, unless a limit counts the work done before the refusal.
+        let counted = headers;
+        if (describeError(error).code === "VALIDATION_ERROR" && refundable.length > 0) {
+          const released = limiter.release(refundable, outcome.admittedAt);
+          if (refundable.length === checks.length) counted = rateLimitHeaders(released);
+        }
         for (const [name, value] of counted) error.metadata.set(name, value);
       }
       throw error;

@@ -5,6 +5,7 @@ import {
   compilePolicy,
   evaluatePolicies,
   formatCompileError,
+  type CompileResult,
   type CompiledPolicy,
   type EvaluationBudget,
   type EvaluationContext,
@@ -102,6 +103,8 @@ export class PolicySets {
     const key = `${tenant.accountId}/${tenant.environment}`;
     const cached = candidate ? undefined : this.cache.get(key);
     if (cached && now < cached.validUntil) return cached.policies;
+    // What the tenant's last set compiled: a stored version is never changed, so it is reused as it is.
+    const earlier = cached?.policies.byId;
 
     const stored = this.policies.list(tenant);
     const definitions: Array<{ name: string; definition: PolicyDefinition }> = [
@@ -112,7 +115,10 @@ export class PolicySets {
     if (candidate) definitions.push({ name: "(candidate)", definition: candidate });
     const byId = new Map<string, { name: string; compiled: CompiledPolicy }>();
     for (const { name, definition } of definitions) {
-      const result = compilePolicy(definition);
+      // Not through the shared cache alone: other accounts' saves could have pushed it out, and then one
+      // change of this account's would compile all its policies again on the thread every account shares.
+      const kept = earlier?.get(definition.id)?.compiled;
+      const result: CompileResult = kept !== undefined && kept.version === definition.version ? { ok: true, policy: kept } : compilePolicy(definition);
       // Stored policies were checked when saved; one that no longer compiles is skipped, never fatal.
       if (result.ok) byId.set(definition.id, { name, compiled: result.policy });
       else if (definition === candidate) throw new Error(result.errors.map(formatCompileError).join("; "));
@@ -143,8 +149,10 @@ export class PolicySets {
     return policies;
   }
 
+  /** Rebuilds the tenant's set on its next use, compiling only the policies that changed. */
   invalidate(tenant: Tenant): void {
-    this.cache.delete(`${tenant.accountId}/${tenant.environment}`);
+    const cached = this.cache.get(`${tenant.accountId}/${tenant.environment}`);
+    if (cached) cached.validUntil = Number.NEGATIVE_INFINITY;
   }
 
   /**

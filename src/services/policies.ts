@@ -27,6 +27,25 @@ const DEFAULT_EXAMPLES = 5;
  * them, and a change recompiles them all on the request thread.
  */
 export const MAX_POLICIES = 200;
+/**
+ * Characters of conditions one policy may hold together, and one account and
+ * environment across its policies that are not disabled. Compiling costs up
+ * to about 1 µs a character on the request thread, which every account
+ * shares: about 15 ms for the largest policy, and a quarter of a second for
+ * the largest set, compiled again by the first decide after a restart.
+ */
+export const MAX_POLICY_CONDITION_CHARACTERS = 16_384;
+export const MAX_ACCOUNT_CONDITION_CHARACTERS = 262_144;
+
+const conditionCharacters = (rules: ReadonlyArray<{ condition: string }>) => rules.reduce((sum, rule) => sum + rule.condition.length, 0);
+
+/** Refuses a policy whose conditions together pass {@link MAX_POLICY_CONDITION_CHARACTERS}, before anything compiles them. */
+function checkConditionSize(rules: ReadonlyArray<{ condition: string }>): void {
+  const characters = conditionCharacters(rules);
+  if (characters <= MAX_POLICY_CONDITION_CHARACTERS) return;
+  const description = `its conditions hold ${characters} characters together, more than the ${MAX_POLICY_CONDITION_CHARACTERS} allowed`;
+  throw apiError("VALIDATION_ERROR", `invalid policy: ${description}`, { fieldViolations: [{ field: "rules", description }] });
+}
 
 /** The API shape of a policy; the built-in one has no stored timestamps. */
 function toPolicy(policy: Omit<StoredPolicy, "status" | "createdAt" | "updatedAt"> & { status: string; createdAt?: number; updatedAt?: number }, builtIn = false): MessageInitShape<typeof PolicySchema> {
@@ -103,12 +122,26 @@ export function createPolicyService(deps: {
   const notFound = (id: string) => apiError("NOT_FOUND", `no policy ${id}`);
   const builtInRefusal = () => apiError("CONFLICT", "the built-in 'Default Thresholds' policy cannot be changed or deleted; add a policy with a higher priority instead");
 
+  /** Refuses a change that would put the account's enabled policies past {@link MAX_ACCOUNT_CONDITION_CHARACTERS}. */
+  const checkAccountConditions = (tenant: Tenant, policy: StoredPolicy) => {
+    if (policy.status === "disabled") return;
+    const others = deps.policies.list(tenant).filter((stored) => stored.id !== policy.id && stored.status !== "disabled");
+    const characters = others.reduce((sum, stored) => sum + conditionCharacters(stored.rules), conditionCharacters(policy.rules));
+    if (characters > MAX_ACCOUNT_CONDITION_CHARACTERS) {
+      throw apiError(
+        "CONFLICT",
+        `this account and environment's enabled policies would hold ${characters} characters of conditions, more than the ${MAX_ACCOUNT_CONDITION_CHARACTERS} allowed; disable or shorten one first`,
+      );
+    }
+  };
+
   // Each change and its signed audit entry commit together.
   const write = deps.db.transaction((tenant: Tenant, policy: StoredPolicy, isNew: boolean, actor: AuditActor) => {
     // Counted inside the write's transaction, so two creations at once cannot both pass.
     if (isNew && deps.policies.count(tenant) >= MAX_POLICIES) {
       throw apiError("CONFLICT", `this account and environment already hold ${MAX_POLICIES} policies, the most allowed; delete one first`);
     }
+    checkAccountConditions(tenant, policy);
     deps.policies.save(tenant, policy, isNew);
     deps.audit.record({
       ...tenant,
@@ -139,6 +172,9 @@ export function createPolicyService(deps: {
       createdAt: existing?.createdAt ?? now,
       updatedAt: now,
     };
+    // The sizes first, so that a policy too large costs no compile; the account's total again in the write.
+    checkConditionSize(policy.rules);
+    checkAccountConditions(tenant, policy);
     checkCompiles(definitionOf(policy));
     write.immediate(tenant, policy, existing === undefined, actor);
     deps.sets.invalidate(tenant);
@@ -228,6 +264,7 @@ export function createPolicyService(deps: {
         rules: rulesOf(request.rules),
         createdAt: now,
       });
+      checkConditionSize(draft.rules);
       checkCompiles(draft);
       return backtest(ctx, draft, request.window);
     },
