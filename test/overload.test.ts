@@ -27,7 +27,7 @@ async function post(path: string, body: Record<string, unknown>, target = { url:
     headers: { "content-type": "application/json", "x-api-key": target.key },
     body: JSON.stringify(body),
   });
-  return { status: res.status, retryAfter: res.headers.get("retry-after"), body: (await res.json()) as unknown };
+  return { status: res.status, retryAfter: res.headers.get("retry-after"), rateLimit: res.headers.get("ratelimit"), body: (await res.json()) as unknown };
 }
 
 const decide = (userId: string) => post("/api/v1/decide", { userId, action: "login", ip: UK_IP, ...HUMAN_DESKTOP });
@@ -82,10 +82,15 @@ describe("a full engine queue", () => {
       expect(answer.status).toBe(503);
       expect(answer.retryAfter).toBe("1");
       expect(answer.body).toMatchObject({ success: false, error: { code: "SERVICE_UNAVAILABLE", message: expect.stringMatching(/engine's queue is full/), details: { retryAfterSeconds: 1 } } });
+      // Turned away before any work: not counted against the key's limit, and the answer says what is left.
+      expect(answer.rateLimit).toMatch(/^"decide";r=\d+;t=\d+$/);
     }
     await server.app.settled();
     expect(decisionCount()).toBe(before + 2);
-    expect((await decide("after_flood")).status).toBe(200);
+    const after = await decide("after_flood");
+    expect(after.status).toBe(200);
+    // The two accepted and this one: the four refused used up nothing.
+    expect(after.rateLimit).toMatch(/^"decide";r=97;/);
     expect(server.logs.some((line) => line.includes("unhandled error"))).toBe(false);
   });
 

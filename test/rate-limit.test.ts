@@ -149,6 +149,18 @@ describe("rate limits over the API", () => {
     expect((await decide(keys.test.secret)).status).not.toBe(429);
   });
 
+  it("says in t when a counted call next leaves the window, 0 when none is counted", async () => {
+    const { keys } = server.createAccount();
+    const first = await decide(keys.test.secret);
+    expect(first.headers.get("ratelimit")).toBe('"decide";r=99;t=60');
+    clock.advance(18_000);
+    const second = await decide(keys.test.secret);
+    expect(second.headers.get("ratelimit")).toBe('"decide";r=98;t=42');
+    clock.advance(42_000);
+    // The first left the window: one counted, freed 18 s from now.
+    expect((await decide(keys.test.secret)).headers.get("ratelimit")).toBe('"decide";r=98;t=18');
+  });
+
   it("honours an account's own decide limit", async () => {
     const { keys } = server.createAccount("Small", { decide: 3 });
     for (let i = 0; i < 3; i++) expect((await decide(keys.live.secret)).status).not.toBe(429);

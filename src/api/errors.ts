@@ -98,6 +98,12 @@ export class AtCapacityError extends Error {
   }
 }
 
+/** The answer to an {@link AtCapacityError}: an overload the client can retry, not a fault. */
+export function overloadError(raw: AtCapacityError): ConnectError {
+  const wait = raw.retryAfterSeconds === 1 ? "a second" : `${raw.retryAfterSeconds} seconds`;
+  return apiError("SERVICE_UNAVAILABLE", `${raw.message}: retry in ${wait}`, { retryAfterSeconds: raw.retryAfterSeconds, cause: raw });
+}
+
 /** A fault of the service as its client sees it: the request id to quote, nothing of the cause (that goes to the log). */
 export function internalError(requestId: string, cause: unknown): ConnectError {
   return apiError("INTERNAL_ERROR", `internal error; quote request id ${requestId} when reporting it`, { cause });

@@ -5,7 +5,7 @@ import { clientNetwork } from "../engine/index.js";
 import type { Logger } from "../log.js";
 import { callContext, type CallContext } from "./context.js";
 import { contractOf } from "./contract.js";
-import { AtCapacityError, ERROR_CODE_HEADER, apiError, describeError, internalError } from "./errors.js";
+import { AtCapacityError, ERROR_CODE_HEADER, apiError, describeError, internalError, overloadError } from "./errors.js";
 import type { RateLimitCheck, RateLimitOutcome, RateLimiter } from "./rate-limiter.js";
 import type { RunningCalls } from "./running-calls.js";
 import { invalidRequest, validateMessage } from "./validation.js";
@@ -41,9 +41,7 @@ export function errorInterceptor(logger: Logger): Interceptor {
         // connect-es calls internal, are the client's fault (unary calls: server/library-refusal.ts).
         error = protocolFailure(context, new ConnectError(raw.rawMessage, Code.InvalidArgument));
       } else if (raw instanceof AtCapacityError) {
-        // An overload the client can retry, not a fault.
-        const wait = raw.retryAfterSeconds === 1 ? "a second" : `${raw.retryAfterSeconds} seconds`;
-        error = apiError("SERVICE_UNAVAILABLE", `${raw.message}: retry in ${wait}`, { retryAfterSeconds: raw.retryAfterSeconds, cause: raw });
+        error = overloadError(raw);
       } else {
         logger.log("error", "unhandled error", {
           requestId: context.requestId,
@@ -161,6 +159,12 @@ export function rateLimitInterceptor(
     try {
       res = await next(req);
     } catch (error) {
+      if (error instanceof AtCapacityError) {
+        // Turned away before any work was done (a queue was full): it uses up nothing, and its answer says so.
+        const overload = overloadError(error);
+        for (const [name, value] of rateLimitHeaders(limiter.release(checks, outcome.admittedAt))) overload.metadata.set(name, value);
+        throw overload;
+      }
       if (error instanceof ConnectError) {
         // Invalid after all (identifiers that name different decisions, say): as a call refused by the
         // contract's rules, it uses up nothing, unless a limit counts the work done before the refusal.

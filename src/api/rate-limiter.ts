@@ -16,7 +16,10 @@ export interface RateLimitState {
   windowSeconds: number;
   /** Calls still admitted now. */
   remaining: number;
-  /** Seconds until the count drops enough to admit another call. */
+  /**
+   * Seconds until a counted call leaves the window, freeing one (the next
+   * that `remaining` grows by); 0 when none is counted.
+   */
   resetSeconds: number;
 }
 
@@ -67,10 +70,18 @@ class CallLog {
     }
   }
 
-  /** Milliseconds until the oldest of the last `limit` calls leaves the window, freeing a call. */
+  /** Milliseconds until another call is admitted: 0 while fewer than `limit` are counted. */
   waitMs(now: number, limit: number): number {
-    if (this.size < limit) return 0;
-    const freeing = this.times[(this.oldest + this.size - limit) % this.times.length] as number;
+    return this.size < limit ? 0 : this.freesInMs(now, limit);
+  }
+
+  /**
+   * Milliseconds until the next counted call leaves the window, freeing one: the oldest of the last `limit`
+   * (a limit lowered meanwhile may leave more than that counted); 0 when none is counted.
+   */
+  freesInMs(now: number, limit: number): number {
+    if (this.size === 0) return 0;
+    const freeing = this.times[(this.oldest + Math.max(0, this.size - limit)) % this.times.length] as number;
     return Math.max(1, freeing + this.windowMs - now);
   }
 
@@ -133,7 +144,7 @@ export class RateLimiter {
         limit: check.limit,
         windowSeconds: Math.round(check.windowMs / 1000),
         remaining: Math.max(0, check.limit - log.size),
-        resetSeconds: Math.ceil(wait / 1000),
+        resetSeconds: Math.ceil(log.freesInMs(now, check.limit) / 1000),
       };
     });
     return { allowed, admittedAt, retryAfterSeconds: allowed ? 0 : Math.max(1, retryAfterSeconds), states };
