@@ -377,6 +377,19 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     expect(((await missing.json()) as ErrorBody).error.message).toMatch(/an API key is required/);
   });
 
+  it("refuses two different API keys in X-API-Key and Authorization, and lets a proxy's own Authorization be", async () => {
+    const other = server.createAccount("Second key").keys.test.secret;
+    const cases = (headers: Record<string, string>) => fetch(`${server.url}/api/v1/cases`, { headers });
+    const conflicting = await cases({ "x-api-key": secret, authorization: `Bearer ${other}` });
+    expect(conflicting.status).toBe(401);
+    expect(((await conflicting.json()) as ErrorBody).error.message).toBe("X-API-Key and Authorization: Bearer carry two different API keys; send one");
+    // Even when one of them is not a key of this service's any more: which was meant cannot be told.
+    expect((await cases({ "x-api-key": "sk_test_zzz", authorization: `Bearer ${secret}` })).status).toBe(401);
+    for (const authorization of [`Bearer ${secret}`, "Bearer a-proxy-token", "Basic dXNlcjpwYXNz"]) {
+      expect((await cases({ "x-api-key": secret, authorization })).status, authorization).toBe(200);
+    }
+  });
+
   it("validates id prefixes in paths", async () => {
     const res = await fetch(`${server.url}/api/v1/decisions/req_123`, { headers: { "x-api-key": secret } });
     expect(res.status).toBe(400);

@@ -1,6 +1,7 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { RateLimitScope } from "../../gen/fraud/v1/options_pb.js";
 import type { KeyService } from "../auth/key-service.js";
+import { parseKeyShape } from "../auth/keys.js";
 import { clientNetwork } from "../engine/index.js";
 import type { Logger } from "../log.js";
 import { callContext, type CallContext } from "./context.js";
@@ -70,16 +71,33 @@ export function protocolFailure(context: CallContext, error: ConnectError): Conn
   return error;
 }
 
-/** Reads the key from X-API-Key or Authorization: Bearer (HTTP headers and gRPC metadata alike). */
-export function presentedKey(header: Headers): string | undefined {
-  const apiKey = header.get("x-api-key");
-  if (apiKey) return apiKey.trim();
-  const authorization = header.get("authorization");
-  if (authorization) {
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
-    return match?.[1];
+/** What a call presents as its API key: none, one, or something to refuse it for. */
+export type PresentedKey =
+  | { kind: "none" }
+  | { kind: "key"; key: string }
+  /** An Authorization header that is not "Bearer <key>": a mistake to point out, not an absent key. */
+  | { kind: "malformed"; message: string }
+  /** Two different keys of this service: which one was meant cannot be told. */
+  | { kind: "conflicting"; message: string };
+
+/**
+ * Reads the key from X-API-Key or Authorization: Bearer (HTTP headers and gRPC metadata alike). With
+ * X-API-Key present, Authorization may carry something else (a proxy's own credentials) and is not read,
+ * unless it carries another API key of this service: which of the two was meant cannot be told.
+ */
+export function presentedKey(header: Headers): PresentedKey {
+  const apiKey = header.get("x-api-key")?.trim();
+  const authorization = header.get("authorization")?.trim();
+  const bearer = authorization ? /^Bearer\s+(\S+)$/i.exec(authorization)?.[1] : undefined;
+  if (apiKey) {
+    if (bearer !== undefined && bearer !== apiKey && parseKeyShape(bearer) !== undefined) {
+      return { kind: "conflicting", message: "X-API-Key and Authorization: Bearer carry two different API keys; send one" };
+    }
+    return { kind: "key", key: apiKey };
   }
-  return undefined;
+  if (bearer !== undefined) return { kind: "key", key: bearer };
+  if (authorization) return { kind: "malformed", message: "the Authorization header must be \"Bearer \" followed by the API key and nothing else" };
+  return { kind: "none" };
 }
 
 /** 401 without a valid key, 403 without the permission the RPC declares. */
@@ -88,16 +106,13 @@ export function authInterceptor(keys: KeyService): Interceptor {
     const contract = contractOf(req.method);
     if (!contract) return next(req);
     const context = callContext(req.contextValues);
-    const key = presentedKey(req.header);
-    if (key === undefined) {
+    const presented = presentedKey(req.header);
+    if (presented.kind === "conflicting") throw apiError("UNAUTHORIZED", presented.message);
+    if (presented.kind !== "key") {
       if (contract.access.allowAnonymous) return next(req);
-      // A header that is there but not "Bearer <key>" is a mistake to point out, not an absent key.
-      if (req.header.get("authorization")?.trim()) {
-        throw apiError("UNAUTHORIZED", "the Authorization header must be \"Bearer \" followed by the API key and nothing else");
-      }
-      throw apiError("UNAUTHORIZED", "an API key is required: send it in X-API-Key or Authorization: Bearer");
+      throw apiError("UNAUTHORIZED", presented.kind === "malformed" ? presented.message : "an API key is required: send it in X-API-Key or Authorization: Bearer");
     }
-    const principal = keys.authenticate(key);
+    const principal = keys.authenticate(presented.key);
     if (!principal) throw apiError("UNAUTHORIZED", "the API key is invalid, expired or revoked");
     context.principal = principal;
     const permission = contract.permissions.find((needed) => !principal.permissions.has(needed));

@@ -104,7 +104,9 @@ export class EventStream {
       const value = req.headers[name];
       if (typeof value === "string") headers.set(name, value);
     }
-    const key = presentedKey(headers);
+    const presented = presentedKey(headers);
+    if (presented.kind === "conflicting" || presented.kind === "malformed") return refuse(socket, "UNAUTHORIZED", presented.message);
+    const key = presented.kind === "key" ? presented.key : undefined;
     const principal = key === undefined ? undefined : this.keys.authenticate(key);
     if (key === undefined || !principal) return refuse(socket, "UNAUTHORIZED", "a valid API key is required in X-API-Key or Authorization: Bearer");
     if (!principal.permissions.has(STREAM_PERMISSION)) {
