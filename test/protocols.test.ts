@@ -316,6 +316,25 @@ describe("an HTTP/1.1 client that pipelines without reading its answers", () => 
 });
 
 describe("what the RPC library refuses before any of the service's code runs", () => {
+  it("refuses Connect's GET form with 405, Allow: POST and Connect's error body, logged as what it is", async () => {
+    for (const method of ["GET", "PUT"]) {
+      const query = method === "GET" ? "?connect=v1&encoding=json&message=%7B%7D" : "";
+      const res = await fetch(`${server.url}/fraud.v1.StatusService/GetStatus${query}`, { method });
+      expect(res.status, method).toBe(405);
+      expect(res.headers.get("allow")).toBe("POST");
+      expect(res.headers.get("fraud-error-code")).toBe("METHOD_NOT_ALLOWED");
+      expect(await res.json()).toEqual({ code: "unimplemented", message: `${method} is not allowed on /fraud.v1.StatusService/GetStatus: RPCs are called with POST` });
+      const requestId = res.headers.get("x-request-id") ?? "";
+      await expect.poll(() => server.logs.find((line) => line.includes(requestId) && line.includes('"msg":"request"'))).toMatch(/"status":405,"code":"METHOD_NOT_ALLOWED"/);
+    }
+  });
+
+  it("tells a plain request to the event stream's path that it takes WebSocket connections only", async () => {
+    const res = await fetch(`${server.url}/api/v1/events/stream?endpoint=whe_x`);
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({ success: false, error: { code: "VALIDATION_ERROR", message: expect.stringMatching(/takes WebSocket connections only/) } });
+  });
+
   it("carries the service's error code on every protocol, so that a message too large is not taken for a rate limit", async () => {
     const connect = (body: string | Uint8Array, contentType = "application/json") =>
       fetch(`${server.url}/fraud.v1.DecisionService/Decide`, { method: "POST", headers: { "content-type": contentType, "connect-protocol-version": "1" }, body });

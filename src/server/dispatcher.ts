@@ -2,11 +2,12 @@ import type http from "node:http";
 import type http2 from "node:http2";
 import { Code, ConnectError, createContextValues, type ConnectRouter } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
+import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { DecisionService } from "../../gen/fraud/v1/decision_pb.js";
 import { withCallContext, type CallContext, type Protocol } from "../api/context.js";
 import { contractOf, type MethodContract } from "../api/contract.js";
-import { CLIENT_CLOSED_REQUEST, apiError, describeError, internalError } from "../api/errors.js";
+import { CLIENT_CLOSED_REQUEST, ERROR_CODE_HEADER, apiError, describeError, internalError } from "../api/errors.js";
 import { REQUEST_ID_HEADER } from "../api/interceptors.js";
 import { unwaitableDeadlineHeader } from "../api/running-calls.js";
 import { newId } from "../ids.js";
@@ -20,6 +21,7 @@ import type { RestGateway } from "./gateway.js";
 import { requestUrl } from "./request-url.js";
 import { encodeGrpcMessage, type GrpcUnaryPath } from "./grpc-unary.js";
 import type { UpgradeHandler } from "./listener.js";
+import { EVENT_STREAM_PATH } from "../webhooks/stream.js";
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
@@ -128,6 +130,13 @@ export class Dispatcher {
       } else if (rpc && req.method === "OPTIONS") {
         route = `OPTIONS ${pathname}`;
         this.serveOptions(req, res, context, pathname, ["POST"], (method) => (method === "POST" ? contractOf(rpc.method) : undefined));
+      } else if (rpc && req.method !== "POST") {
+        // Connect's GET form is not offered (docs/api-decisions.md): refused here, in Connect's error format,
+        // with the method that is, rather than by the library's bare 405.
+        route = `${req.method ?? ""} ${pathname}`;
+        component = componentOf(rpc.service.typeName);
+        this.allowCrossOrigin(req, res, contractOf(rpc.method));
+        this.answerConnectError(res, context, apiError("METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${pathname}: RPCs are called with POST`), { allow: "POST" });
       } else if (rpc) {
         component = componentOf(rpc.service.typeName);
         this.allowCrossOrigin(req, res, contractOf(rpc.method));
@@ -182,6 +191,10 @@ export class Dispatcher {
         } else if (isRpcCall(req)) {
           route = "unmatched";
           await this.answerUnknownRpc(req, res, context, pathname);
+        } else if (pathname === EVENT_STREAM_PATH) {
+          // Its upgrades never get here (listener.ts): a plain request, by someone trying the path with curl, say.
+          route = `${req.method ?? ""} ${pathname}`;
+          this.gateway.writeError(res, context, apiError("VALIDATION_ERROR", `${pathname} takes WebSocket connections only: the request needs the headers Connection: Upgrade and Upgrade: websocket (docs/webhooks.md)`));
         } else {
           route = "unmatched";
           this.gateway.writeError(res, context, apiError("NOT_FOUND", `no endpoint ${req.method} ${pathname}`));
@@ -235,6 +248,14 @@ export class Dispatcher {
     }
     res.writeHead(404, { "content-type": "application/json" });
     res.end(JSON.stringify({ code: "unimplemented", message }));
+  }
+
+  /** A refusal in Connect's unary error format (`{code, message}`), with the service's error code and request id. */
+  private answerConnectError(res: NodeResponse, context: CallContext, error: ConnectError, headers: Record<string, string>): void {
+    context.error = error;
+    const { httpStatus, code } = describeError(error);
+    res.writeHead(httpStatus, { ...headers, "content-type": "application/json", [ERROR_CODE_HEADER]: code });
+    res.end(JSON.stringify({ code: codeToString(error.code), message: error.rawMessage }));
   }
 
   /** A cross-origin request to an operation browsers may call: its answer is readable by the page (cors.ts). */
