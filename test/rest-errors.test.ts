@@ -461,6 +461,26 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     }
   });
 
+  it("names a field's own bounds for a number past its type's range, in the query and the path too", async () => {
+    const get = async (path: string) => {
+      const res = await fetch(`${server.url}${path}`, { headers: { "x-api-key": secret } });
+      return { status: res.status, body: (await res.json()) as ErrorBody };
+    };
+    const cases: Array<[string, string, string]> = [
+      ["/api/v1/cases?limit=99999999999", "limit", "must be at most 100"],
+      ["/api/v1/audit-logs?limit=2147483648", "limit", "must be at most 100"],
+      ["/api/v1/cases?offset=-99999999999", "offset", "must be at least 0"],
+      ["/api/v1/policies/pol_x/versions/-99999999999", "version", "must be at least 1"],
+      // No bound of its own above: the type's.
+      ["/api/v1/policies/pol_x/versions/99999999999", "version", "must be between -2147483648 and 2147483647"],
+    ];
+    for (const [path, field, description] of cases) {
+      const { status, body } = await get(path);
+      expect(status, path).toBe(400);
+      expect(body.error.details.fieldViolations, path).toEqual([{ field, description }]);
+    }
+  });
+
   it("refuses NaN and Infinity sent in binary protobuf, naming the field", async () => {
     const client = createClient(DecisionService, createConnectTransport({ baseUrl: server.url, httpVersion: "1.1", useBinaryFormat: true }));
     const cases: Array<[Parameters<typeof client.decide>[0], string]> = [

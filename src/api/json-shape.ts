@@ -1,4 +1,5 @@
-import { ScalarType, type DescField, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
+import { ScalarType, getOption, hasOption, type DescField, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
+import { validate } from "../../gen/fraud/v1/options_pb.js";
 import { pathOf, type Violation } from "./validation.js";
 
 /**
@@ -66,7 +67,7 @@ function checkField(field: DescField, value: JsonValue, prefix: string, name: st
       checkMessage(field.message, value, prefix, name, -1, out);
       return;
     case "scalar":
-      checkScalar(field.scalar, value, prefix, name, -1, out);
+      checkScalar(field.scalar, value, prefix, name, -1, out, field);
       return;
     case "enum":
       if (typeof value !== "string" && typeof value !== "number") out.push({ field: prefix + name, description: "must be a string" });
@@ -91,7 +92,8 @@ function checkMessage(desc: DescMessage, value: JsonValue, prefix: string, name:
   checkObject(desc, value, `${pathOf(prefix, name, index)}.`, out);
 }
 
-function checkScalar(scalar: ScalarType, value: JsonValue, prefix: string, name: string, index: number, out: Violation[]): void {
+/** `field`, for a singular field: its own bounds name what a number past its type's range breaks. */
+function checkScalar(scalar: ScalarType, value: JsonValue, prefix: string, name: string, index: number, out: Violation[], field?: DescField): void {
   switch (scalar) {
     case ScalarType.STRING:
     case ScalarType.BYTES:
@@ -120,9 +122,20 @@ function checkScalar(scalar: ScalarType, value: JsonValue, prefix: string, name:
         out.push({ field: pathOf(prefix, name, index), description: "must be a whole number" });
         return;
       }
-      if (!withinRange(value, scalar, range)) out.push({ field: pathOf(prefix, name, index), description: `must be between ${range[0]} and ${range[1]}` });
+      if (!withinRange(value, scalar, range)) out.push({ field: pathOf(prefix, name, index), description: outOfRange(Number(value), range, field) });
     }
   }
+}
+
+/**
+ * Why a whole number past its type's range is refused: by the field's own bounds when it has them
+ * (`limit` past 100 says so, whether it is 101 or 2^31), else by the type's.
+ */
+function outOfRange(value: number, [min, max]: readonly [bigint, bigint], field: DescField | undefined): string {
+  const rules = field && hasOption(field, validate) ? getOption(field, validate) : undefined;
+  if (rules?.min !== undefined && value < rules.min) return `must be at least ${rules.min}`;
+  if (rules?.max !== undefined && value > rules.max) return `must be at most ${rules.max}`;
+  return `must be between ${min} and ${max}`;
 }
 
 /** The 64-bit integer types, which protobuf JSON writes as strings (a double cannot hold them all). */

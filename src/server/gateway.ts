@@ -213,8 +213,6 @@ export class RestGateway {
     else if (url.search.length > 1) {
       throw apiError("VALIDATION_ERROR", `${route.verb} ${route.template} takes no query parameters`);
     }
-    const shape = jsonShapeViolations(route.contract.method.input, input);
-    if (shape.length > 0) throw invalidRequest(shape);
     route.pathFields.forEach((field, i) => {
       let value: string;
       try {
@@ -235,6 +233,9 @@ export class RestGateway {
       }
       input[field.jsonName] = converted;
     });
+    // With the path's values bound: a version past its type's range is named as any field is.
+    const shape = jsonShapeViolations(route.contract.method.input, input);
+    if (shape.length > 0) throw invalidRequest(shape);
     return input;
   }
 
