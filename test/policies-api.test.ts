@@ -128,6 +128,10 @@ describe("policies", () => {
     expect((await call("GET", `/api/v1/policies/${created.id}`)).status).toBe(404);
     expect((await call<ErrorJson>("DELETE", "/api/v1/policies/pol_default_thresholds")).status).toBe(409);
     expect((await call<ErrorJson>("PUT", "/api/v1/policies/pol_default_thresholds", { name: "x", rules: [{ condition: "true", action: "allow" }] })).status).toBe(409);
+    // Nor can another policy take its name, to be listed beside it.
+    const namesake = await call<ErrorJson>("POST", "/api/v1/policies", { name: "Default Thresholds", rules: [{ condition: "score > 99", action: "deny" }] });
+    expect(namesake.status).toBe(400);
+    expect(namesake.body.error.details.fieldViolations).toEqual([{ field: "name", description: "is the built-in policy's name" }]);
   });
 });
 

@@ -158,6 +158,12 @@ export function createPolicyService(deps: {
 
   const save = (ctx: HandlerContext, fields: PolicyFields, existing: StoredPolicy | undefined): StoredPolicy => {
     const { tenant, actor } = callerScope(ctx.values);
+    // Listed beside the built-in policy, a namesake would be taken for it.
+    if (fields.name === DEFAULT_POLICY.name) {
+      throw apiError("VALIDATION_ERROR", `invalid policy: '${DEFAULT_POLICY.name}' is the built-in policy's name`, {
+        fieldViolations: [{ field: "name", description: "is the built-in policy's name" }],
+      });
+    }
     const now = deps.clock.now();
     const policy: StoredPolicy = {
       id: existing?.id ?? newId("pol"),
