@@ -138,8 +138,12 @@ describe("a full backtest queue", () => {
       const answers = await Promise.all([busy, busy, busy, other].map((target) => post("/api/v1/policies/backtest", draft, target)));
       expect(answers.map((a) => a.status)).toEqual([200, 200, 503, 200]);
       expect(answers[2]).toMatchObject({ retryAfter: "5", body: { error: { code: "SERVICE_UNAVAILABLE", message: expect.stringMatching(/already has 2 backtests running or waiting in this environment: retry in 5 seconds$/) } } });
+      // It compiled its rules before it was turned away: the compile limit keeps it, as it keeps a refusal.
+      expect(answers[2]?.rateLimit).toMatch(/^"policy_compiles";r=117;/);
       // Once they are done, the account may backtest again.
-      expect((await post("/api/v1/policies/backtest", draft, busy)).status).toBe(200);
+      const again = await post("/api/v1/policies/backtest", draft, busy);
+      expect(again.status).toBe(200);
+      expect(again.rateLimit).toMatch(/^"policy_compiles";r=116;/);
     } finally {
       await backtests.close();
     }

@@ -129,9 +129,12 @@ describe("policies", () => {
     expect((await call<ErrorJson>("DELETE", "/api/v1/policies/pol_default_thresholds")).status).toBe(409);
     expect((await call<ErrorJson>("PUT", "/api/v1/policies/pol_default_thresholds", { name: "x", rules: [{ condition: "true", action: "allow" }] })).status).toBe(409);
     // Nor can another policy take its name, to be listed beside it.
-    const namesake = await call<ErrorJson>("POST", "/api/v1/policies", { name: "Default Thresholds", rules: [{ condition: "score > 99", action: "deny" }] });
-    expect(namesake.status).toBe(400);
-    expect(namesake.body.error.details.fieldViolations).toEqual([{ field: "name", description: "is the built-in policy's name" }]);
+    for (const name of ["Default Thresholds", "Default Thresholds ", "default  thresholds", "ＤＥＦＡＵＬＴ Thresholds"]) {
+      const namesake = await call<ErrorJson>("POST", "/api/v1/policies", { name, rules: [{ condition: "score > 99", action: "deny" }] });
+      expect(namesake.status, name).toBe(400);
+      expect(namesake.body.error.details.fieldViolations).toEqual([{ field: "name", description: "is the built-in policy's name" }]);
+    }
+    expect((await call("POST", "/api/v1/policies", { name: "Default Thresholds v2", rules: [{ condition: "score > 99", action: "deny" }] })).status).toBe(201);
   });
 });
 

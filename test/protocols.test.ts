@@ -333,6 +333,12 @@ describe("what the RPC library refuses before any of the service's code runs", (
     const res = await fetch(`${server.url}/api/v1/events/stream?endpoint=whe_x`);
     expect(res.status).toBe(400);
     expect(await res.json()).toMatchObject({ success: false, error: { code: "VALIDATION_ERROR", message: expect.stringMatching(/takes WebSocket connections only/) } });
+    for (const method of ["POST", "DELETE"]) {
+      const other = await fetch(`${server.url}/api/v1/events/stream?endpoint=whe_x`, { method });
+      expect(other.status, method).toBe(405);
+      expect(other.headers.get("allow")).toBe("GET");
+      expect(((await other.json()) as { error: { code: string } }).error.code).toBe("METHOD_NOT_ALLOWED");
+    }
   });
 
   it("carries the service's error code on every protocol, so that a message too large is not taken for a rate limit", async () => {

@@ -174,20 +174,24 @@ export function rateLimitInterceptor(
     try {
       res = await next(req);
     } catch (error) {
+      // Given back: the call uses up nothing of the limits that do not count refused calls; the answer's
+      // headers say what is left.
+      const giveBack = (): Array<[string, string]> => {
+        if (refundable.length === 0) return headers;
+        const released = limiter.release(refundable, outcome.admittedAt);
+        return refundable.length === checks.length ? rateLimitHeaders(released) : headers;
+      };
       if (error instanceof AtCapacityError) {
-        // Turned away before any work was done (a queue was full): it uses up nothing, and its answer says so.
+        // Turned away because a queue was full. A limit that counts refused calls keeps it: what it bounds
+        // may have run already (a draft backtest compiles its rules before it queues).
         const overload = overloadError(error);
-        for (const [name, value] of rateLimitHeaders(limiter.release(checks, outcome.admittedAt))) overload.metadata.set(name, value);
+        for (const [name, value] of giveBack()) overload.metadata.set(name, value);
         throw overload;
       }
       if (error instanceof ConnectError) {
         // Invalid after all (identifiers that name different decisions, say): as a call refused by the
         // contract's rules, it uses up nothing, unless a limit counts the work done before the refusal.
-        let counted = headers;
-        if (describeError(error).code === "VALIDATION_ERROR" && refundable.length > 0) {
-          const released = limiter.release(refundable, outcome.admittedAt);
-          if (refundable.length === checks.length) counted = rateLimitHeaders(released);
-        }
+        const counted = describeError(error).code === "VALIDATION_ERROR" ? giveBack() : headers;
         for (const [name, value] of counted) error.metadata.set(name, value);
       }
       throw error;

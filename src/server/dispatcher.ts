@@ -194,7 +194,12 @@ export class Dispatcher {
         } else if (pathname === EVENT_STREAM_PATH) {
           // Its upgrades never get here (listener.ts): a plain request, by someone trying the path with curl, say.
           route = `${req.method ?? ""} ${pathname}`;
-          this.gateway.writeError(res, context, apiError("VALIDATION_ERROR", `${pathname} takes WebSocket connections only: the request needs the headers Connection: Upgrade and Upgrade: websocket (docs/webhooks.md)`));
+          if (req.method === "GET") {
+            this.gateway.writeError(res, context, apiError("VALIDATION_ERROR", `${pathname} takes WebSocket connections only: the request needs the headers Connection: Upgrade and Upgrade: websocket (docs/webhooks.md)`));
+          } else {
+            res.setHeader("allow", "GET");
+            this.gateway.writeError(res, context, apiError("METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${pathname}; its WebSocket handshake is a GET`));
+          }
         } else {
           route = "unmatched";
           this.gateway.writeError(res, context, apiError("NOT_FOUND", `no endpoint ${req.method} ${pathname}`));

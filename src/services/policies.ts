@@ -93,6 +93,9 @@ function checkCompiles(definition: PolicyDefinition): void {
   throw apiError("VALIDATION_ERROR", `invalid policy: ${fieldViolations.map((v) => v.description).join("; ")}`, { fieldViolations });
 }
 
+/** A name as a reader tells names apart: compatibility forms, case and runs of white space folded. */
+const lookalike = (name: string) => name.normalize("NFKC").trim().replace(/\s+/g, " ").toLowerCase();
+
 interface PolicyFields {
   name: string;
   description: string;
@@ -158,8 +161,8 @@ export function createPolicyService(deps: {
 
   const save = (ctx: HandlerContext, fields: PolicyFields, existing: StoredPolicy | undefined): StoredPolicy => {
     const { tenant, actor } = callerScope(ctx.values);
-    // Listed beside the built-in policy, a namesake would be taken for it.
-    if (fields.name === DEFAULT_POLICY.name) {
+    // Listed beside the built-in policy, a namesake would be taken for it: also one differing in case or spaces.
+    if (lookalike(fields.name) === lookalike(DEFAULT_POLICY.name)) {
       throw apiError("VALIDATION_ERROR", `invalid policy: '${DEFAULT_POLICY.name}' is the built-in policy's name`, {
         fieldViolations: [{ field: "name", description: "is the built-in policy's name" }],
       });
