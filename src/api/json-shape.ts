@@ -1,6 +1,6 @@
 import { ScalarType, getOption, hasOption, type DescField, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
 import { validate } from "../../gen/fraud/v1/options_pb.js";
-import { pathOf, type Violation } from "./validation.js";
+import { boundsProblem, pathOf, type Violation } from "./validation.js";
 
 /**
  * Checks that a REST JSON body has the JSON types its request message expects,
@@ -133,9 +133,7 @@ function checkScalar(scalar: ScalarType, value: JsonValue, prefix: string, name:
  */
 function outOfRange(value: number, [min, max]: readonly [bigint, bigint], field: DescField | undefined): string {
   const rules = field && hasOption(field, validate) ? getOption(field, validate) : undefined;
-  if (rules?.min !== undefined && value < rules.min) return `must be at least ${rules.min}`;
-  if (rules?.max !== undefined && value > rules.max) return `must be at most ${rules.max}`;
-  return `must be between ${min} and ${max}`;
+  return (rules && boundsProblem(rules, value)) ?? `must be between ${min} and ${max}`;
 }
 
 /** The 64-bit integer types, which protobuf JSON writes as strings (a double cannot hold them all). */

@@ -29,6 +29,13 @@ export function pathOf(prefix: string, name: string, index: number): string {
   return index < 0 ? prefix + name : `${prefix}${name}[${index}]`;
 }
 
+/** What a number breaks of a field's `min` and `max` rules, if anything (a field's min is never past its max). */
+export function boundsProblem(rules: Pick<FieldRules, "min" | "max">, value: number): string | undefined {
+  if (rules.min !== undefined && value < rules.min) return `must be at least ${rules.min}`;
+  if (rules.max !== undefined && value > rules.max) return `must be at most ${rules.max}`;
+  return undefined;
+}
+
 const compiled = new WeakMap<DescMessage, Check[]>();
 
 /** The 400 for a request that breaks the contract's rules or shape, naming every violation. */
@@ -271,12 +278,8 @@ function compileFieldRules(field: DescField, rules: FieldRules): Check {
       }
     } else if (typeof value === "number") {
       if (!Number.isFinite(value)) return; // reported once, by compileFinite
-      if (rules.min !== undefined && value < rules.min) {
-        out.push({ field: pathOf(prefix, name, index), description: `must be at least ${rules.min}` });
-      }
-      if (rules.max !== undefined && value > rules.max) {
-        out.push({ field: pathOf(prefix, name, index), description: `must be at most ${rules.max}` });
-      }
+      const problem = boundsProblem(rules, value);
+      if (problem) out.push({ field: pathOf(prefix, name, index), description: problem });
     }
   };
 

@@ -21,7 +21,7 @@ import type { RestGateway } from "./gateway.js";
 import { requestUrl } from "./request-url.js";
 import { encodeGrpcMessage, type GrpcUnaryPath } from "./grpc-unary.js";
 import type { UpgradeHandler } from "./listener.js";
-import { EVENT_STREAM_PATH } from "../webhooks/stream.js";
+import { EVENT_STREAM_PATH, plainRequestRefusal } from "../webhooks/stream.js";
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
@@ -192,14 +192,11 @@ export class Dispatcher {
           route = "unmatched";
           await this.answerUnknownRpc(req, res, context, pathname);
         } else if (pathname === EVENT_STREAM_PATH) {
-          // Its upgrades never get here (listener.ts): a plain request, by someone trying the path with curl, say.
+          // Its upgrades never get here (listener.ts).
           route = `${req.method ?? ""} ${pathname}`;
-          if (req.method === "GET") {
-            this.gateway.writeError(res, context, apiError("VALIDATION_ERROR", `${pathname} takes WebSocket connections only: the request needs the headers Connection: Upgrade and Upgrade: websocket (docs/webhooks.md)`));
-          } else {
-            res.setHeader("allow", "GET");
-            this.gateway.writeError(res, context, apiError("METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${pathname}; its WebSocket handshake is a GET`));
-          }
+          const refusal = plainRequestRefusal(req.method);
+          for (const [name, value] of Object.entries(refusal.headers)) res.setHeader(name, value);
+          this.gateway.writeError(res, context, apiError(refusal.code, refusal.message));
         } else {
           route = "unmatched";
           this.gateway.writeError(res, context, apiError("NOT_FOUND", `no endpoint ${req.method} ${pathname}`));

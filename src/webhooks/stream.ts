@@ -227,8 +227,30 @@ export class EventStream {
 }
 
 /** A WebSocket handshake that ws would refuse, checked as it checks (RFC 6455 section 4.2.1). */
-function handshakeProblem(req: http.IncomingMessage): { code: ErrorCode; message: string; headers: Record<string, string> } | undefined {
-  if (req.method !== "GET") return { code: "METHOD_NOT_ALLOWED", message: "the event stream's handshake is a GET", headers: { Allow: "GET" } };
+/** A refusal of a request to the stream's path: its code, message and the headers it needs. */
+interface StreamRefusal {
+  code: ErrorCode;
+  message: string;
+  headers: Record<string, string>;
+}
+
+const NOT_A_GET: StreamRefusal = { code: "METHOD_NOT_ALLOWED", message: "the event stream's handshake is a GET", headers: { Allow: "GET" } };
+
+/**
+ * What a plain request to the stream's path (no Upgrade: someone trying it with curl, say) is answered: the
+ * HTTP server gives it to the REST dispatcher, not to {@link EventStream.upgrade}.
+ */
+export function plainRequestRefusal(method: string | undefined): StreamRefusal {
+  if (method !== "GET") return NOT_A_GET;
+  return {
+    code: "VALIDATION_ERROR",
+    message: `${EVENT_STREAM_PATH} takes WebSocket connections only: the request needs the headers Connection: Upgrade and Upgrade: websocket (docs/webhooks.md)`,
+    headers: {},
+  };
+}
+
+function handshakeProblem(req: http.IncomingMessage): StreamRefusal | undefined {
+  if (req.method !== "GET") return NOT_A_GET;
   const key = req.headers["sec-websocket-key"];
   if (typeof key !== "string" || !/^[+/0-9A-Za-z]{22}==$/.test(key)) {
     return { code: "VALIDATION_ERROR", message: "Sec-WebSocket-Key must be 16 bytes in base64", headers: {} };
