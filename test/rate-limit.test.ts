@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as grpc from "@grpc/grpc-js";
+import { create } from "@bufbuild/protobuf";
+import { RateLimitRuleSchema, RateLimitScope } from "../gen/fraud/v1/options_pb.js";
+import { checkSharedRateLimits } from "../src/api/contract.js";
 import { RateLimiter } from "../src/api/rate-limiter.js";
 import { DecisionService, AnalyzeRequestSchema, AnalyzeResponseSchema } from "../gen/fraud/v1/decision_pb.js";
 import { ManualClock } from "./helpers/clock.js";
@@ -240,5 +243,14 @@ describe("rate limits over the API", () => {
     } finally {
       await proxied.close();
     }
+  });
+});
+
+describe("a limit declared on several RPCs under one name", () => {
+  const rule = (limit: number) => create(RateLimitRuleSchema, { name: "policy_compiles", scope: RateLimitScope.ACCOUNT, limit, windowSeconds: 60, countsRefused: true });
+
+  it("must say the same on each, since they share one window", () => {
+    expect(() => checkSharedRateLimits([{ rpc: "A", rule: rule(120) }, { rpc: "B", rule: rule(120) }])).not.toThrow();
+    expect(() => checkSharedRateLimits([{ rpc: "A", rule: rule(120) }, { rpc: "B", rule: rule(60) }])).toThrow("rate limit policy_compiles is declared differently on A and B");
   });
 });

@@ -52,6 +52,25 @@ export interface MethodContract {
 
 const contracts = new Map<DescMethod, MethodContract>();
 
+/**
+ * Refuses limits declared on several RPCs under one name (the limiter counts them in one window, as
+ * policy_compiles is) that say different things: which RPC's limit applied would depend on the call.
+ */
+export function checkSharedRateLimits(declared: Iterable<{ rpc: string; rule: RateLimitRule }>): void {
+  const byName = new Map<string, { rpc: string; rule: RateLimitRule }>();
+  for (const entry of declared) {
+    const first = byName.get(entry.rule.name);
+    if (!first) {
+      byName.set(entry.rule.name, entry);
+      continue;
+    }
+    const [a, b] = [first.rule, entry.rule];
+    if (a.scope !== b.scope || a.limit !== b.limit || a.windowSeconds !== b.windowSeconds || a.countsRefused !== b.countsRefused) {
+      throw new Error(`rate limit ${entry.rule.name} is declared differently on ${first.rpc} and ${entry.rpc}`);
+    }
+  }
+}
+
 for (const service of API_SERVICES) {
   for (const method of service.methods) {
     // Fail at start-up, not at request time, if an RPC forgot its contract.
@@ -77,6 +96,8 @@ for (const service of API_SERVICES) {
     });
   }
 }
+
+checkSharedRateLimits([...contracts.values()].flatMap(({ method, rateLimits }) => rateLimits.map((rule) => ({ rpc: `${method.parent.typeName}.${method.name}`, rule }))));
 
 /** The contract of a public API method; undefined for infrastructure services (reflection, health). */
 export function contractOf(method: DescMethod): MethodContract | undefined {

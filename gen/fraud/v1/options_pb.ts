@@ -113,7 +113,8 @@ export const AccessRuleSchema: GenMessage<AccessRule> = /*@__PURE__*/
 export type RateLimitRule = Message<"fraud.v1.RateLimitRule"> & {
   /**
    * Name of the limit, used for per-account and per-installation overrides
-   * and in the RateLimit-Policy header.
+   * and in the RateLimit-Policy header. RPCs declaring a limit of the same
+   * name share its window, and must declare it alike (checked at start-up).
    *
    * @generated from field: string name = 1;
    */
