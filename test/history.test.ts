@@ -98,3 +98,32 @@ describe("velocity across a window boundary", () => {
   });
 });
 
+
+describe("a user's payments", () => {
+  it("leave zero amounts out, so a first real payment after free orders is measured", () => {
+    const shop = { accountId: "acct_free_orders", environment: "live" as const };
+    const entities = { userId: "trial", ip: "", deviceId: "", email: "" };
+    const keys = entityKeysByKind(entities);
+    for (let i = 0; i < 3; i++) history.record(shop, { ...entities, country: "CH", amount: 0, currency: "CHF", allowed: true }, keys, start + i * HOUR);
+    history.record(shop, { ...entities, country: "CH", amount: 40, currency: "CHF", allowed: true }, keys, start + 3 * HOUR);
+    expect(history.snapshot(shop, entities, keys, start + 4 * HOUR).amountHistory).toEqual({ CHF: { count: 1, max: 40, mean: 40 } });
+  });
+});
+
+describe("an IPv6 client", () => {
+  it("is counted as its /64: moving to another address of the prefix starts no fresh count", () => {
+    const shop = { accountId: "acct_ipv6", environment: "live" as const };
+    const at = Date.UTC(2026, 10, 20, 12);
+    for (let i = 1; i <= 12; i++) {
+      const entities = { userId: `signup-${i}`, ip: `2a02:c7f:8::${i.toString(16)}`, deviceId: "", email: "" };
+      history.record(shop, { ...entities, country: "GB", amount: undefined, currency: "", allowed: true }, entityKeysByKind(entities), at + i);
+    }
+    const next = { userId: "signup-13", ip: "2a02:c7f:8:0:abcd::1", deviceId: "", email: "" };
+    const seen = history.snapshot(shop, next, entityKeysByKind(next), at + 1_000);
+    expect(seen.counts.ip.lastMinute).toBe(12);
+    expect(seen.distinctUsersPerIp24h).toBe(13);
+    // The next /64 is another client.
+    const neighbour = { userId: "signup-14", ip: "2a02:c7f:8:1::1", deviceId: "", email: "" };
+    expect(history.snapshot(shop, neighbour, entityKeysByKind(neighbour), at + 1_000).counts.ip.lastMinute).toBe(0);
+  });
+});

@@ -3,7 +3,9 @@
 // Addresses are parsed once into numbers (IPv4, fits a uint32) or bigints
 // (IPv6, 128 bits) so range tables can binary-search them. IPv4-mapped IPv6
 // addresses (::ffff:a.b.c.d) are treated as the IPv4 address they carry,
-// because that is what dual-stack servers report for IPv4 clients.
+// because that is what dual-stack servers report for IPv4 clients; so are
+// addresses of the NAT64 well-known prefix (64:ff9b::a.b.c.d, RFC 6052), the
+// form IPv4 clients take in front of an IPv6-only data centre (SIIT-DC).
 
 import { isIP } from "node:net";
 
@@ -62,8 +64,10 @@ export function publicIpText(input: string): string {
   return ip !== null && classifyIp(ip) === "public" ? ip.text : "";
 }
 
-const IPV4_MAPPED_PREFIX = 0xffffn << 32n;
-const IPV4_MAPPED_MASK = ~0xffffffffn & ((1n << 128n) - 1n);
+/** The bits above an embedded IPv4 address's 32. */
+const ABOVE_IPV4_MASK = ~0xffffffffn & ((1n << 128n) - 1n);
+/** ::ffff:0:0/96 and 64:ff9b::/96: IPv6 addresses that are an IPv4 client's. */
+const IPV4_CARRYING_PREFIXES: readonly bigint[] = [0xffffn << 32n, 0x64ff9bn << 96n];
 
 /** Parses an IPv4 or IPv6 address (an IPv6 zone id such as %eth0 is ignored); null when invalid. */
 export function parseIp(input: string): ParsedIp | null {
@@ -77,7 +81,7 @@ export function parseIp(input: string): ParsedIp | null {
   }
   if (version === 6) {
     const value = parseIpv6(address);
-    if ((value & IPV4_MAPPED_MASK) === IPV4_MAPPED_PREFIX) {
+    if (IPV4_CARRYING_PREFIXES.includes(value & ABOVE_IPV4_MASK)) {
       const v4 = Number(value & 0xffffffffn);
       return { version: 4, value: v4, text: formatIpv4(v4) };
     }
@@ -202,6 +206,8 @@ const IPV6_SPECIAL_RANGES: readonly SpecialRange<bigint>[] = [
 ];
 
 const IPV6_GLOBAL_UNICAST = v6Range("2000::/3", "public");
+/** 6to4 (RFC 3056): 2002:a.b.c.d::/48 is the site behind IPv4 address a.b.c.d. */
+const SIX_TO_FOUR = v6Range("2002::/16", "public");
 
 export function classifyIp(ip: ParsedIp): IpRangeType {
   if (ip.version === 4) {
@@ -212,6 +218,11 @@ export function classifyIp(ip: ParsedIp): IpRangeType {
   }
   for (const range of IPV6_SPECIAL_RANGES) {
     if (ip.value >= range.first && ip.value <= range.last) return range.rangeType;
+  }
+  // A 6to4 site is no more public than the IPv4 address it is reached through (2002:a00:1:: is 10.0.0.1's).
+  if (ip.value >= SIX_TO_FOUR.first && ip.value <= SIX_TO_FOUR.last) {
+    const embedded = Number((ip.value >> 80n) & 0xffffffffn);
+    return classifyIp({ version: 4, value: embedded, text: formatIpv4(embedded) });
   }
   // Everything outside 2000::/3 that is not listed above is unassigned by IANA.
   const inGlobalUnicast = ip.value >= IPV6_GLOBAL_UNICAST.first && ip.value <= IPV6_GLOBAL_UNICAST.last;
@@ -225,8 +236,24 @@ export function classifyIp(ip: ParsedIp): IpRangeType {
  */
 export function clientNetwork(ip: string): string {
   const parsed = parseIp(ip);
-  if (parsed === null) return ip;
-  return parsed.version === 4 ? parsed.text : (canonicalCidr(`${parsed.text}/64`) ?? parsed.text);
+  return parsed === null ? ip : networkOf(parsed);
+}
+
+/**
+ * The {@link clientNetwork} of a public address, "" for any other: what
+ * decisions are joined by (velocity counters, distinct users, the fraud
+ * graph), so that a client cannot start a fresh count by moving to another
+ * address of its /64.
+ */
+export function publicClientNetwork(input: string): string {
+  const ip = input === "" ? null : parseIp(input);
+  return ip !== null && classifyIp(ip) === "public" ? networkOf(ip) : "";
+}
+
+const LOW_64_BITS = (1n << 64n) - 1n;
+
+function networkOf(ip: ParsedIp): string {
+  return ip.version === 4 ? ip.text : `${formatIpv6(ip.value & ~LOW_64_BITS)}/64`;
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { JsonValue } from "@bufbuild/protobuf";
-import { canonicalEmail, publicIpText } from "../engine/index.js";
+import { canonicalEmail, publicClientNetwork } from "../engine/index.js";
 import type { ListKind } from "../policies/index.js";
 import type { DecisionEntities } from "../store/history.js";
 
@@ -49,9 +49,10 @@ export function metadataIdentifiers(metadata: { [key: string]: JsonValue } | und
 /**
  * The key of each of a decision's entities, "" for one it did not carry. Keys
  * carry a type tag, so a user id can never collide with an e-mail or IP;
- * e-mails are compared case-insensitively and IPs in canonical form (RFC 5952,
- * IPv4-mapped IPv6 as IPv4), so the same entity always has the same key. An IP
- * that is not public is no entity at all ({@link publicIpText}). The fraud
+ * e-mails are compared in their canonical form ({@link canonicalEmail}) and
+ * IPs as the network a client holds (an IPv4 address, an IPv6 address's /64,
+ * in canonical form), so the same entity always has the same key. An IP that
+ * is not public is no entity at all ({@link publicClientNetwork}). The fraud
  * graph and the history's velocity counters both key entities this way.
  */
 export function entityKeysByKind(entities: DecisionEntities): EntityKeys {
@@ -59,7 +60,7 @@ export function entityKeysByKind(entities: DecisionEntities): EntityKeys {
   return {
     user: key("user", entities.userId),
     device: key("device", entities.deviceId),
-    ip: key("ip", publicIpText(entities.ip)),
+    ip: key("ip", publicClientNetwork(entities.ip)),
     email: key("email", canonicalEmail(entities.email)),
     card: key("card", entities.cardFingerprint),
     account: key("account", entities.accountNumber),

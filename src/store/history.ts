@@ -231,11 +231,10 @@ export class HistoryRepository {
       return JSON.stringify([value, ...list.filter((item) => item !== value)].slice(0, PROFILE_MEMORY));
     };
     const amounts = profile ? (JSON.parse(profile.amounts) as Record<string, AmountStats>) : {};
-    if (lesson.amount !== undefined && lesson.currency) {
-      // A zero amount (a free order) has no logarithm, and says nothing about what the account's payments are.
-      if (lesson.amount > 0) {
-        this.addAccountAmountStmt.run({ accountId, environment, currency: lesson.currency, logAmount: Math.log(lesson.amount) });
-      }
+    // A zero amount (a free order, a trial) says nothing about what the user or the account pays, and left in
+    // the user's figures it would hide the first real payment's size (any amount is "no jump" from a max of 0).
+    if (lesson.amount !== undefined && lesson.amount > 0 && lesson.currency) {
+      this.addAccountAmountStmt.run({ accountId, environment, currency: lesson.currency, logAmount: Math.log(lesson.amount) });
       const stats = amounts[lesson.currency] ?? { count: 0, max: 0, mean: 0 };
       amounts[lesson.currency] = {
         count: stats.count + 1,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { classifyIp, parseCidr, parseIp, publicIpText } from "../../src/engine/ip.js";
+import { classifyIp, parseCidr, parseIp, publicClientNetwork, publicIpText } from "../../src/engine/ip.js";
 import { IpRangeSet, parseTorExitList } from "../../src/engine/ip-lists.js";
 import { TOR_BULK_EXIT_LIST, TOR_EXIT_ADDRESSES } from "./fixtures.js";
 
@@ -20,6 +20,13 @@ describe("parseIp", () => {
 
   it("treats IPv4-mapped IPv6 as the IPv4 address", () => {
     expect(parseIp("::ffff:192.0.2.7")).toEqual({ version: 4, value: 0xc0000207, text: "192.0.2.7" });
+  });
+
+  it("treats an address of the NAT64 well-known prefix as the IPv4 client it carries", () => {
+    expect(parseIp("64:ff9b::185.220.101.1")).toEqual({ version: 4, value: 0xb9dc6501, text: "185.220.101.1" });
+    expect(parseIp("64:FF9B::B9DC:6501")?.text).toBe("185.220.101.1");
+    // Only the /96: the local-use prefix 64:ff9b:1::/48 carries no particular mapping.
+    expect(parseIp("64:ff9b:1::b9dc:6501")?.version).toBe(6);
   });
 
   it("rejects garbage", () => {
@@ -52,6 +59,10 @@ describe("classifyIp", () => {
     ["2001:db8::1", "documentation"],
     ["ff02::1", "multicast"],
     ["4000::1", "reserved"],
+    // 6to4: the type of the IPv4 address embedded after 2002:
+    ["2002:b9dc:6501::1", "public"],
+    ["2002:a00:1::", "private"],
+    ["2002:7f00:1::5", "loopback"],
   ])("%s is %s", (text, rangeType) => {
     expect(rangeTypeOf(text)).toBe(rangeType);
   });
@@ -64,6 +75,19 @@ describe("publicIpText", () => {
     expect(publicIpText("2001:4860:4860:0:0:0:0:8888")).toBe("2001:4860:4860::8888");
     for (const other of ["", "not an ip", "10.0.0.5", "100.64.0.1", "127.0.0.1", "::1", "::ffff:127.0.0.1", "169.254.10.10", "fd12::1", "203.0.113.9", "0.0.0.0", "224.0.0.251"]) {
       expect(publicIpText(other), other).toBe("");
+    }
+  });
+});
+
+describe("publicClientNetwork", () => {
+  it("gives a public IPv4 address, or the /64 of a public IPv6 address, and nothing for any other", () => {
+    expect(publicClientNetwork("81.2.69.160")).toBe("81.2.69.160");
+    expect(publicClientNetwork("::ffff:81.2.69.160")).toBe("81.2.69.160");
+    expect(publicClientNetwork("2a02:c7f:8::1")).toBe("2a02:c7f:8::/64");
+    expect(publicClientNetwork("2A02:C7F:8:0:ffff:1:2:f")).toBe("2a02:c7f:8::/64");
+    expect(publicClientNetwork("2a02:c7f:8:1::1")).toBe("2a02:c7f:8:1::/64");
+    for (const other of ["", "not an ip", "10.0.0.5", "fd12::1", "2002:a00:1::", "2001:db8::1"]) {
+      expect(publicClientNetwork(other), other).toBe("");
     }
   });
 });

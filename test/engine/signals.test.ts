@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import {
   ReferenceData,
+  canonicalEmail,
   computeFastSignals,
   computeStoreSignals,
   deviceFingerprint,
@@ -178,8 +179,12 @@ describe("device", () => {
     expect(computeFastSignals(noTouch, data, NOW_MS).device.touchMismatch).toBe(true);
     const desktopScreen = { ...iphone, device: { ...iphone.device, screen: { width: 1920, height: 1080, colorDepth: 24, pixelRatio: 1 } } };
     expect(computeFastSignals(desktopScreen, data, NOW_MS).device.impossibleScreen).toBe(true);
-    expect(fast({ device: { ...device, screen: { width: 0, height: 1080, colorDepth: 24, pixelRatio: 1 } } }).device.impossibleScreen).toBe(true);
+    expect(fast({ device: { ...device, screen: { width: 20000, height: 1080, colorDepth: 24, pixelRatio: 1 } } }).device.impossibleScreen).toBe(true);
     expect(fast({ device: { ...device, screen: { width: 0, height: 0, colorDepth: 0, pixelRatio: 0 } } }).device.impossibleScreen).toBe(false);
+    // A zero is a field left out (proto3): a partly filled screen is judged by what it has.
+    expect(fast({ device: { ...device, screen: { width: 1920, height: 0, colorDepth: 0, pixelRatio: 0 } } }).device.impossibleScreen).toBe(false);
+    expect(fast({ device: { ...device, screen: { width: 0, height: 1080, colorDepth: 24, pixelRatio: 1 } } }).device.impossibleScreen).toBe(false);
+    expect(fast({ device: { ...device, screen: { width: 0, height: 20000, colorDepth: 0, pixelRatio: 0 } } }).device.impossibleScreen).toBe(true);
   });
 
   it("reports empty navigator.languages only when the SDK sent a device", () => {
@@ -223,6 +228,17 @@ describe("behavior", () => {
 describe("email", () => {
   it.each(["mailinator.com", "guerrillamail.com", "10minutemail.com"])("flags %s as disposable", (domain) => {
     expect(fast({ email: `someone@${domain}` }).email).toMatchObject({ valid: true, disposable: true, domain });
+  });
+
+  it("reads an internationalised domain in either spelling, and compatibility forms as IDNA maps them", () => {
+    // index.json writes this one in punycode.
+    expect(fast({ email: "jane@5801000.xn--p1ai" }).email).toMatchObject({ valid: true, disposable: true, domain: "5801000.рф" });
+    expect(fast({ email: "jane@5801000.РФ" }).email).toMatchObject({ valid: true, disposable: true, domain: "5801000.рф" });
+    // Fullwidth letters are mailinator.com to every mail system.
+    expect(fast({ email: "jane@ｍａｉｌｉｎａｔｏｒ.com" }).email).toMatchObject({ valid: true, disposable: true, domain: "mailinator.com" });
+    expect(fast({ email: "jane@xn--mnchen-3ya.de" }).email).toMatchObject({ valid: true, disposable: false, domain: "münchen.de" });
+    expect(canonicalEmail(" Jane@XN--MNCHEN-3YA.de ")).toBe(canonicalEmail("jane@MÜNCHEN.de"));
+    expect(canonicalEmail("jane@münchen.de")).toBe("jane@münchen.de");
   });
 
   it("applies the wildcard list to subdomains", () => {

@@ -64,12 +64,12 @@ const MAX_SCREEN_EDGE = 16384;
 const MAX_PHONE_SHORT_EDGE = 1000;
 
 function isImpossibleScreen(screen: DeviceInput["screen"], userAgent: UserAgentSignals): boolean {
-  // An all-zero screen is how proto3 encodes "not measured", not a measurement.
-  if (screen === undefined || (screen.width === 0 && screen.height === 0)) return false;
+  if (screen === undefined) return false;
+  // A zero is how proto3 encodes a field left out: each is judged only when it was measured.
   const { width, height, colorDepth, pixelRatio } = screen;
-  if (width === 0 || height === 0 || width > MAX_SCREEN_EDGE || height > MAX_SCREEN_EDGE) return true;
+  if (width > MAX_SCREEN_EDGE || height > MAX_SCREEN_EDGE) return true;
   if (colorDepth > 48 || pixelRatio < 0 || pixelRatio > 10) return true;
-  return userAgent.deviceType === "mobile" && Math.min(width, height) > MAX_PHONE_SHORT_EDGE;
+  return userAgent.deviceType === "mobile" && width > 0 && height > 0 && Math.min(width, height) > MAX_PHONE_SHORT_EDGE;
 }
 
 export function computeDeviceSignals(

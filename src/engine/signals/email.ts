@@ -1,7 +1,7 @@
 // E-mail signals: syntax, disposable domains, machine-generated local parts
 // and plus-addressing. A malformed address is a signal, not a request error.
 
-import { domainToUnicode } from "node:url";
+import { domainToASCII, domainToUnicode } from "node:url";
 import type { ReferenceData } from "../reference-data.js";
 import type { EmailSignals } from "../types.js";
 
@@ -26,10 +26,28 @@ const EMPTY_EMAIL: EmailSignals = Object.freeze({
 /**
  * An e-mail address as the service compares it wherever it is an identity
  * (list entries, velocity counters, the fraud graph): case-insensitively,
- * surrounding spaces ignored.
+ * surrounding spaces ignored, its domain in one spelling ({@link canonicalDomain}).
  */
 export function canonicalEmail(email: string): string {
-  return email.trim().toLowerCase();
+  const address = email.trim().toLowerCase();
+  const at = address.lastIndexOf("@");
+  return at === -1 ? address : `${address.slice(0, at + 1)}${canonicalDomain(address.slice(at + 1))}`;
+}
+
+/** A domain of ASCII letters, digits, hyphens and dots with no punycode label: already in its one spelling. */
+const PLAIN_ASCII_DOMAIN = /^[a-z0-9.-]*$/;
+
+/**
+ * A domain in one spelling: lower case, and an internationalised one in
+ * Unicode whether it was written so or in punycode (`münchen.de` and
+ * `xn--mnchen-3ya.de` are one domain), with the compatibility forms IDNA maps
+ * (fullwidth letters) mapped. A domain IDNA refuses stays as written, lower-cased.
+ */
+export function canonicalDomain(domain: string): string {
+  const lower = domain.toLowerCase();
+  if (PLAIN_ASCII_DOMAIN.test(lower) && !lower.includes("xn--")) return lower;
+  const ascii = domainToASCII(lower);
+  return ascii === "" ? lower : domainToUnicode(ascii);
 }
 
 export function computeEmailSignals(email: string, referenceData: ReferenceData): EmailSignals {
@@ -37,7 +55,7 @@ export function computeEmailSignals(email: string, referenceData: ReferenceData)
   if (address === "") return EMPTY_EMAIL;
   const at = address.lastIndexOf("@");
   const localPart = at > 0 ? address.slice(0, at) : "";
-  const domain = at > 0 ? address.slice(at + 1).toLowerCase().replace(/\.$/, "") : "";
+  const domain = at > 0 ? canonicalDomain(address.slice(at + 1).replace(/\.$/, "")) : "";
   const valid =
     address.length <= MAX_ADDRESS_LENGTH &&
     localPart.length <= MAX_LOCAL_LENGTH &&
@@ -64,9 +82,14 @@ function isValidDomain(domain: string): boolean {
   return labels.length >= 2 && labels.every((label) => DOMAIN_LABEL.test(label)) && /^(\p{L}{2,}|xn--[a-z0-9-]+)$/u.test(topLevel);
 }
 
-function isDisposableDomain(asciiOrUnicodeDomain: string, referenceData: ReferenceData): boolean {
-  // The list stores internationalised domains in Unicode form.
-  const domain = asciiOrUnicodeDomain.includes("xn--") ? domainToUnicode(asciiOrUnicodeDomain) : asciiOrUnicodeDomain;
+/** `domain` in its canonical spelling ({@link canonicalDomain}). */
+function isDisposableDomain(domain: string, referenceData: ReferenceData): boolean {
+  // The list writes most internationalised domains in punycode and a few in Unicode: both spellings are looked up.
+  if (PLAIN_ASCII_DOMAIN.test(domain)) return isListedDisposable(domain, referenceData);
+  return isListedDisposable(domain, referenceData) || isListedDisposable(domainToASCII(domain), referenceData);
+}
+
+function isListedDisposable(domain: string, referenceData: ReferenceData): boolean {
   if (referenceData.disposableDomains.has(domain)) return true;
   // wildcard.json entries cover the domain and every subdomain of it.
   for (let dot = -1; ; ) {
