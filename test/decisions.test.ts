@@ -132,6 +132,21 @@ describe("POST /api/v1/decide", () => {
     expect((await decide(acme.keys.live.secret, body, headers)).body.data).toEqual(otherEnvironment.body.data);
   });
 
+  it("keeps the publishable key's Idempotency-Keys apart from the secret key's: the public key cannot claim the backend's", async () => {
+    const headers = { "idempotency-key": "checkout-order-25072" };
+    // Someone with the publishable key (it ships in browser code) claims the merchant's predictable key first.
+    const claimed = await decide(acme.keys.test.publishable, { userId: "mallory", action: "checkout", amount: 1, currency: "EUR", ip: UK_IP, ...HUMAN_DESKTOP }, headers);
+    expect(claimed.status).toBe(200);
+    // The backend's real checkout is evaluated, not refused as a conflict nor answered with the claim.
+    const real = await decide(acme.keys.test.secret, { userId: "mallory", action: "checkout", amount: 5000, currency: "EUR", ...botAttack(TOR_EXIT) }, headers);
+    expect(real.status).toBe(200);
+    expect(real.body.data.decision).toBe("deny");
+    const sameBody = await decide(acme.keys.test.secret, { userId: "mallory", action: "checkout", amount: 1, currency: "EUR", ip: UK_IP, ...HUMAN_DESKTOP }, headers);
+    expect(sameBody.status).toBe(409);
+    // Each kind's retry replays its own answer.
+    expect((await decide(acme.keys.test.publishable, { userId: "mallory", action: "checkout", amount: 1, currency: "EUR", ip: UK_IP, ...HUMAN_DESKTOP }, headers)).body.data).toEqual(claimed.body.data);
+  });
+
   it("refuses an empty Idempotency-Key or one longer than 255 characters with a 400 naming the header, and accepts 255", async () => {
     const body = { userId: "idem_length_user", action: "login", ip: UK_IP, ...HUMAN_DESKTOP };
     for (const key of ["", "k".repeat(256), "k".repeat(1000)]) {
@@ -537,5 +552,31 @@ describe("decides sent at once", () => {
     );
     // From the third user on (three users on one device in a day), as one after another.
     expect(answers.filter((answer) => answer.reasons.includes("MULTI_ACCOUNT_DEVICE")).length).toBeGreaterThanOrEqual(13);
+  });
+});
+
+describe("an Idempotency-Key on a decide that leaves ip out", () => {
+  let proxied: TestServer;
+  let account: ReturnType<TestServer["createAccount"]>;
+  beforeAll(async () => {
+    proxied = await startTestServer({ env: { FRAUD_TRUSTED_PROXIES: "127.0.0.1" } });
+    account = proxied.createAccount("Proxied");
+  });
+  afterAll(() => proxied.close());
+
+  it("replays only for the same client address: a retry resolved to another address is another request (409)", async () => {
+    const send = (forwardedFor: string) =>
+      fetch(`${proxied.url}/api/v1/decide`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": account.keys.test.publishable, "idempotency-key": "signup-42", "x-forwarded-for": forwardedFor },
+        body: JSON.stringify({ userId: "u42", action: "signup", ...HUMAN_DESKTOP }),
+      });
+    const first = await send(UK_IP);
+    expect(first.status).toBe(200);
+    const retry = await send(UK_IP);
+    expect(((await retry.json()) as DecideBody).data).toEqual(((await first.json()) as DecideBody).data);
+    const fromTor = await send(TOR_EXIT);
+    expect(fromTor.status).toBe(409);
+    expect(((await fromTor.json()) as { error: { message: string } }).error.message).toMatch(/client address/);
   });
 });

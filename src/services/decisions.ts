@@ -122,9 +122,8 @@ export interface DecisionServiceDeps {
 
 /** The caller's tenant and key (from the shared scope), and what the transport knows of the call. */
 function callOf(ctx: HandlerContext) {
-  const { tenant, actor } = callerScope(ctx.values);
   const { clientIp, requestId } = callContext(ctx.values);
-  return { tenant, actor, clientIp, requestId };
+  return { ...callerScope(ctx.values), clientIp, requestId };
 }
 
 function engineInput(request: DecideRequest | AnalyzeRequest, ip: string): EngineInput {
@@ -178,21 +177,25 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
   return {
     async decide(request, ctx) {
       const started = performance.now();
-      const { tenant, actor, clientIp, requestId } = callOf(ctx);
+      const { tenant, actor, clientIp, requestId, keyKind } = callOf(ctx);
       const now = deps.clock.now();
       const ip = request.ip || clientIp;
       // Messages are plain objects: the request with its resolved address is a shallow copy of it.
       const resolved: DecideRequest = { ...request, ip };
 
-      const idempotencyKey = ctx.requestHeader.get("idempotency-key")?.trim();
+      const header = ctx.requestHeader.get("idempotency-key")?.trim();
       let requestHash = "";
+      if (header !== undefined && (header === "" || header.length > IDEMPOTENCY_KEY_MAX)) {
+        throw apiError("VALIDATION_ERROR", `Idempotency-Key must be 1 to ${IDEMPOTENCY_KEY_MAX} characters`, {
+          fieldViolations: [{ field: "Idempotency-Key", description: `must be 1 to ${IDEMPOTENCY_KEY_MAX} characters` }],
+        });
+      }
+      // A key is the caller's own among the keys of its kind: the publishable key is public (it ships in browser
+      // code), and what it claims must never be what the account's backend gets answered for its secret key's call.
+      const idempotencyKey = header === undefined ? undefined : `${keyKind}:${header}`;
       if (idempotencyKey !== undefined) {
-        if (idempotencyKey === "" || idempotencyKey.length > IDEMPOTENCY_KEY_MAX) {
-          throw apiError("VALIDATION_ERROR", `Idempotency-Key must be 1 to ${IDEMPOTENCY_KEY_MAX} characters`, {
-            fieldViolations: [{ field: "Idempotency-Key", description: `must be 1 to ${IDEMPOTENCY_KEY_MAX} characters` }],
-          });
-        }
-        requestHash = sha256Hex(canonicalJson(toJson(DecideRequestSchema, request)));
+        // The request as evaluated, its address resolved: a retry from elsewhere is another request, not a replay.
+        requestHash = sha256Hex(canonicalJson(toJson(DecideRequestSchema, resolved)));
         const earlier = deps.idempotency.find(tenant, idempotencyKey, now);
         if (earlier) return replay(earlier.requestHash, requestHash, earlier.response);
       }
@@ -360,7 +363,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
 
 function replay(storedHash: string, requestHash: string, response: Uint8Array) {
   if (storedHash !== requestHash) {
-    throw apiError("CONFLICT", "this Idempotency-Key was already used with a different request body");
+    throw apiError("CONFLICT", "this Idempotency-Key was already used with a different request (its body, or the client address it was resolved to)");
   }
   return fromBinary(DecideResponseSchema, response);
 }
