@@ -290,27 +290,52 @@ describe("unary gRPC", () => {
         body: JSON.stringify({ userId: "late_distant", action: "login", ip: "81.2.69.160" }),
       });
       expect(distant.status).toBe(200);
-      // A message that arrives after its deadline is not run at all.
-      const expired = await new Promise<number>((resolve, reject) => {
-        const req = http.request(`${slow.url}/fraud.v1.DecisionService/Decide`, {
-          method: "POST",
-          headers: { "content-type": "application/json", "connect-protocol-version": "1", "connect-timeout-ms": "20", "x-api-key": key },
+      // A message still arriving at its deadline is answered then, in the call's protocol, and not run at all.
+      const slowlySent = (contentType: string, deadline: Record<string, string>, body: Uint8Array) =>
+        new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string; sentWhole: boolean }>((resolve, reject) => {
+          let sentWhole = false;
+          const req = http.request(`${slow.url}/fraud.v1.DecisionService/Decide`, {
+            method: "POST",
+            headers: { "content-type": contentType, "x-api-key": key, ...deadline },
+          });
+          req.on("response", (res) => {
+            const chunks: Buffer[] = [];
+            res.on("data", (chunk: Buffer) => chunks.push(chunk));
+            res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString("latin1"), sentWhole }));
+          });
+          req.on("error", (error) => (sentWhole ? undefined : reject(error)));
+          req.write(body.subarray(0, 3));
+          const rest = setTimeout(() => {
+            sentWhole = true;
+            req.end(body.subarray(3));
+          }, 3_000);
+          req.on("close", () => clearTimeout(rest));
         });
-        req.on("response", (res) => {
-          res.resume();
-          resolve(res.statusCode ?? 0);
-        });
-        req.on("error", reject);
-        req.flushHeaders();
-        setTimeout(() => req.end(JSON.stringify({ userId: "late_expired", action: "login", ip: "81.2.69.160" })), 200);
+      const expired = await slowlySent("application/json", { "connect-protocol-version": "1", "connect-timeout-ms": "20" }, Buffer.from(JSON.stringify({ userId: "late_expired", action: "login", ip: "81.2.69.160" })));
+      expect(expired).toMatchObject({ status: 504, sentWhole: false });
+      expect(expired.headers["fraud-error-code"]).toBe("TIMEOUT");
+      const grpcWebInput = toBinary(DecideRequestSchema, create(DecideRequestSchema, { userId: "late_expired_web", action: "login", ip: "81.2.69.160" }));
+      const expiredWeb = await slowlySent("application/grpc-web+proto", { "grpc-timeout": "20m" }, envelope(grpcWebInput));
+      expect(expiredWeb).toMatchObject({ status: 200, sentWhole: false });
+      // gRPC-Web's trailers are the body's last frame.
+      expect(expiredWeb.body).toMatch(/grpc-status: ?4\r\n/);
+      // Nothing ran, so nothing was counted: the next call finds the whole rate limit but for itself.
+      const after = await fetch(`${slow.url}/fraud.v1.DecisionService/Decide`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "connect-protocol-version": "1", "x-api-key": key },
+        body: JSON.stringify({ userId: "late_after", action: "login", ip: "81.2.69.160" }),
       });
-      expect(expired).toBe(504);
+      expect(after.status).toBe(200);
+      // Five counted: the three answered at their deadlines while running, the distant one and this one.
+      expect(after.headers.get("ratelimit-policy")).toBe('"decide";q=100;w=60');
+      expect(after.headers.get("ratelimit")).toMatch(/^"decide";r=95;/);
       await slow.app.settled();
       // A rolling deploy stops the service as soon as the clients have their answers.
       await slow.app.close();
       const db = new Database(path.join(dataDir, "fraud.db"), { readonly: true });
       try {
         expect(db.prepare("SELECT user_id FROM decisions WHERE user_id LIKE 'late_%' ORDER BY user_id").all()).toEqual([
+          { user_id: "late_after" },
           { user_id: "late_connect" },
           { user_id: "late_distant" },
           { user_id: "late_grpc_web" },

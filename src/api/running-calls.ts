@@ -1,6 +1,7 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { parseTimeout as parseConnectTimeout } from "@connectrpc/connect/protocol-connect";
 import { parseTimeout as parseGrpcTimeout } from "@connectrpc/connect/protocol-grpc";
+import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { callContext } from "./context.js";
 
 /**
@@ -27,7 +28,8 @@ export class RunningCalls {
     // the race (a listener and two promises, 5 µs of a 100 µs analyze) is for calls that carry one.
     const timeoutMs = deadlineMs(req.header);
     const bounded = timeoutMs !== undefined && timeoutMs <= MAX_TIMER_MS;
-    // Its deadline gone by before the handler starts (a body that came slowly): nothing is run, or counted.
+    // Its deadline gone by before the handler starts: nothing is run. (A body still arriving at the deadline
+    // is cut off before any interceptor sees the call, rate limits included: bodyWithinDeadline.)
     if (bounded && signal.aborted) return Promise.reject(reasonOf(signal));
     callContext(req.contextValues).handlerStartedAt = performance.now();
     const handled = next(req);
@@ -57,6 +59,42 @@ export function unwaitableDeadlineHeader(header: Headers): string | undefined {
   const timeoutMs = deadlineMs(header);
   if (timeoutMs === undefined || timeoutMs <= MAX_TIMER_MS) return undefined;
   return header.has("connect-timeout-ms") ? "connect-timeout-ms" : "grpc-timeout";
+}
+
+/**
+ * The request with its body cut off at the call's deadline. connect-es reads
+ * the whole request message before any interceptor, or its own deadline,
+ * can act: a client sending slowly would be answered only once its last
+ * byte came, or never. Cut off, the read fails with DEADLINE_EXCEEDED, which
+ * connect-es answers in the call's protocol before any interceptor has seen
+ * the call: nothing is run, or counted against a rate limit. (The unary gRPC
+ * path races its own read: grpc-unary.ts.)
+ */
+export function bodyWithinDeadline(request: UniversalServerRequest): UniversalServerRequest {
+  const timeoutMs = deadlineMs(request.header);
+  const { body } = request;
+  if (timeoutMs === undefined || timeoutMs > MAX_TIMER_MS || typeof body !== "object" || body === null || !(Symbol.asyncIterator in body)) return request;
+  return { ...request, body: cutOffAt(body, timeoutMs) };
+}
+
+async function* cutOffAt(body: AsyncIterable<Uint8Array>, timeoutMs: number): AsyncGenerator<Uint8Array> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new ConnectError("the deadline passed before the request's message arrived", Code.DeadlineExceeded)), timeoutMs);
+  });
+  // Raced below at every chunk; a body read to its end before the deadline leaves it unobserved.
+  expired.catch(() => undefined);
+  const chunks = body[Symbol.asyncIterator]();
+  try {
+    for (;;) {
+      // The read left pending at the deadline ends with the request; the answer is not held for it.
+      const next = await Promise.race([chunks.next(), expired]);
+      if (next.done === true) return;
+      yield next.value;
+    }
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** The call's deadline as its protocol's header gives it, in milliseconds; undefined without one (or a malformed one, refused elsewhere). */

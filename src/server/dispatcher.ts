@@ -9,7 +9,7 @@ import { withCallContext, type CallContext, type Protocol } from "../api/context
 import { contractOf, type MethodContract } from "../api/contract.js";
 import { CLIENT_CLOSED_REQUEST, ERROR_CODE_HEADER, apiError, describeError, internalError } from "../api/errors.js";
 import { REQUEST_ID_HEADER } from "../api/interceptors.js";
-import { unwaitableDeadlineHeader } from "../api/running-calls.js";
+import { bodyWithinDeadline, unwaitableDeadlineHeader } from "../api/running-calls.js";
 import { newId } from "../ids.js";
 import { keyHint, type Logger } from "../log.js";
 import type { HealthMonitor } from "../observability/health.js";
@@ -148,7 +148,7 @@ export class Dispatcher {
           const uReq = universalRequestFromNodeRequest(req, res, undefined, withCallContext(createContextValues(), context));
           const unwaitable = unwaitableDeadlineHeader(uReq.header);
           if (unwaitable !== undefined) uReq.header.delete(unwaitable);
-          let uRes = await rpc(uReq);
+          let uRes = await rpc(bodyWithinDeadline(uReq));
           // Refused by the RPC library before any interceptor saw the call: bytes that did not decode, among
           // others. The client's fault, answered as such (library-refusal.ts).
           if (context.error === undefined && context.handlerStartedAt === undefined) {
