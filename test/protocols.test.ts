@@ -164,6 +164,10 @@ describe("one port, four protocols", () => {
     });
     expect(connect.status).toBe(404);
     expect(await connect.json()).toMatchObject({ code: "unimplemented", message: expect.stringMatching(/Nope/) });
+    // application/proto is Connect's content type alone: an RPC call even without Connect's version header.
+    const binary = await fetch(`${server.url}/fraud.v1.DecisionService/Nope`, { method: "POST", headers: { "content-type": "application/proto" }, body: new Uint8Array(0) });
+    expect(binary.status).toBe(404);
+    expect(await binary.json()).toMatchObject({ code: "unimplemented", message: expect.stringMatching(/Nope/) });
     const metrics = await (await fetch(`${server.url}/api/metrics`)).text();
     expect(metrics).toMatch(/fraud_requests_total\{route="unmatched",protocol="grpc",outcome="client_error",code="NOT_IMPLEMENTED"\} 1/);
   });

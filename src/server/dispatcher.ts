@@ -446,7 +446,14 @@ const MAX_PIPELINED_REQUESTS = 32;
 /** Whether a request is an RPC call by its headers (the path alone may be a mistyped REST one). */
 function isRpcCall(req: NodeRequest): boolean {
   const contentType = req.headers["content-type"] ?? "";
-  return req.method === "POST" && (contentType.startsWith("application/grpc") || contentType.startsWith("application/connect+") || req.headers["connect-protocol-version"] !== undefined);
+  // application/proto is Connect's alone (REST takes JSON only): an RPC call even without Connect's header.
+  return (
+    req.method === "POST" &&
+    (contentType.startsWith("application/grpc") ||
+      contentType.startsWith("application/connect+") ||
+      contentType.split(";")[0]?.trim() === "application/proto" ||
+      req.headers["connect-protocol-version"] !== undefined)
+  );
 }
 
 function rpcProtocol(contentType: string | undefined): Protocol {
