@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashIndicator, indicatorsOf, normalizeEmail, signBatch, type Indicator } from "../src/consortium/indicators.js";
+import { membershipProblems } from "../src/consortium/membership.js";
 import { ConsortiumRepository } from "../src/store/consortium.js";
 import { HUMAN_DESKTOP } from "./helpers/inputs.js";
 import { runFraudctl } from "./helpers/process.js";
@@ -171,5 +172,16 @@ describe("consortium sharing between two installations", () => {
     const audit = member.app.db.prepare("SELECT body FROM audit_log WHERE action = 'consortium.updated'").all() as Array<{ body: string }>;
     expect(audit).toHaveLength(2);
     expect(audit.map((entry) => entry.body).join("")).not.toContain(CONSORTIUM_KEY);
+  });
+});
+
+describe("a membership's share URL", () => {
+  it("passes the webhook guard as a webhook's does when saved: a name that resolves to a private address is refused", async () => {
+    const input = { key: CONSORTIUM_KEY, shareUrl: "https://hub.internal/api/v1/consortium/indicators", shareToken: "sk_live_token" };
+    const toLoopback = async () => [{ address: "127.0.0.1", family: 4 }];
+    const toPublic = async () => [{ address: "81.2.69.160", family: 4 }];
+    expect((await membershipProblems(input, "live", { allowPrivate: false }, toLoopback)).join()).toMatch(/hub\.internal resolves to 127\.0\.0\.1/);
+    expect(await membershipProblems(input, "live", { allowPrivate: false }, toPublic)).toEqual([]);
+    expect(await membershipProblems(input, "live", { allowPrivate: true }, toLoopback)).toEqual([]);
   });
 });

@@ -27,7 +27,7 @@ import type { Tenant } from "../store/tenant.js";
 import { Outbox } from "../outbox/outbox.js";
 import { ConsortiumMembership, membershipProblems } from "../consortium/membership.js";
 import { ConsortiumRepository } from "../store/consortium.js";
-import { DeadLetterSchema } from "../../gen/fraud/v1/dead_letter_pb.js";
+import { ListDeadLettersResponseSchema } from "../../gen/fraud/v1/dead_letter_pb.js";
 import { JSON_WRITE_OPTIONS } from "../api/contract.js";
 import { taskIdOf, toDeadLetter } from "../services/dead-letters.js";
 
@@ -139,7 +139,7 @@ export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv =
         case "dlq":
           return dlqCommand(command.action, rest, db, accounts, clock, io);
         case "consortium":
-          return consortiumCommand(command.action, rest, new ConsortiumRepository(db), accounts, audit, clock, config.webhookAllowPrivate, cliActor(env), io);
+          return await consortiumCommand(command.action, rest, new ConsortiumRepository(db), accounts, audit, clock, config.webhookAllowPrivate, cliActor(env), io);
       }
     } finally {
       db.close();
@@ -394,16 +394,19 @@ function dlqCommand(action: Action<"dlq">, args: string[], db: Db, accounts: Acc
   // The CLI only reads and re-queues rows: the server's runner carries the replayed tasks out.
   const outbox = new Outbox(db, clock, silentLogger);
   if (action === "list") {
-    const count = (name: string, raw: string | undefined, fallback: number, min: number) => {
+    // The bounds of the API's ListDeadLettersRequest (limit 1 to 100, offset an int32 from 0).
+    const count = (name: string, raw: string | undefined, fallback: number, min: number, max: number) => {
       const value = raw === undefined ? fallback : Number(raw);
-      if (!Number.isInteger(value) || value < min) throw new UsageError(`--${name} must be an integer of at least ${min}`);
+      if (!Number.isInteger(value) || value < min || value > max) throw new UsageError(`--${name} must be an integer from ${min} to ${max}`);
       return value;
     };
+    const found = outbox.deadLetters(tenant, count("limit", values.limit, 50, 1, 100), count("offset", values.offset, 0, 0, 2 ** 31 - 1));
     // The JSON the API answers (GET /api/v1/dead-letters), through the same mapping.
-    const letters = outbox
-      .deadLetters(tenant, count("limit", values.limit, 50, 1), count("offset", values.offset, 0, 0))
-      .map((letter) => toJson(DeadLetterSchema, create(DeadLetterSchema, toDeadLetter(letter)), JSON_WRITE_OPTIONS) as { id: string; kind: string; attempts: number; failedAt: string; lastError: string });
-    if (values.json) io.out(JSON.stringify({ deadLetters: letters }) + "\n");
+    const page = toJson(ListDeadLettersResponseSchema, create(ListDeadLettersResponseSchema, { deadLetters: found.map(toDeadLetter), count: found.length }), JSON_WRITE_OPTIONS) as {
+      deadLetters: Array<{ id: string; kind: string; attempts: number; failedAt: string; lastError: string }>;
+    };
+    const letters = page.deadLetters;
+    if (values.json) io.out(JSON.stringify(page) + "\n");
     else if (letters.length === 0) io.out(`no dead letters in ${tenant.accountId} (${tenant.environment})\n`);
     else for (const letter of letters) io.out(`${letter.id}  ${letter.kind}  ${letter.attempts} attempts  ${letter.failedAt}  ${letter.lastError}\n`);
     return 0;
@@ -427,7 +430,7 @@ const CONSORTIUM_OPTIONS: Record<Action<"consortium">, readonly string[]> = {
 };
 
 /** docs/feedback.md: an account's consortium membership. The key and token are never printed back. */
-function consortiumCommand(
+async function consortiumCommand(
   action: Action<"consortium">,
   args: string[],
   repository: ConsortiumRepository,
@@ -437,7 +440,7 @@ function consortiumCommand(
   allowPrivate: boolean,
   actor: AuditActor,
   io: CliIo,
-): number {
+): Promise<number> {
   const { values } = parseArgs({
     args,
     options: {
@@ -457,7 +460,7 @@ function consortiumCommand(
   const membership = new ConsortiumMembership(repository, audit, clock);
   if (action === "set") {
     const input = { key: values.key ?? "", shareUrl: values.url ?? "", shareToken: values.token ?? "" };
-    const problems = membershipProblems(input, tenant.environment, { allowPrivate });
+    const problems = await membershipProblems(input, tenant.environment, { allowPrivate });
     if (problems.length > 0) throw new UsageError(problems.join("; "));
     membership.set(tenant, actor, input);
     io.out(`${tenant.accountId} (${tenant.environment}) is a consortium member${input.shareUrl ? `, sharing with ${input.shareUrl}` : ", not sharing"}\n`);

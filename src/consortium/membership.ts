@@ -4,7 +4,7 @@ import type { AuditTrail } from "../audit/log.js";
 import type { Clock } from "../clock.js";
 import type { ConsortiumRepository } from "../store/consortium.js";
 import type { Tenant } from "../store/tenant.js";
-import { checkWebhookUrl, type GuardOptions } from "../webhooks/address-guard.js";
+import { checkWebhookDestination, type GuardOptions, type Resolver } from "../webhooks/address-guard.js";
 import { MIN_CONSORTIUM_KEY_LENGTH } from "./indicators.js";
 
 export interface MembershipInput {
@@ -14,15 +14,18 @@ export interface MembershipInput {
   shareToken: string;
 }
 
-/** Why a membership of an account's environment cannot be saved; empty when it can. */
-export function membershipProblems(input: MembershipInput, environment: Environment, guard: GuardOptions): string[] {
+/**
+ * Why a membership of an account's environment cannot be saved; empty when it can. The share URL passes the
+ * webhook guard as a webhook's does when saved, its host name resolved.
+ */
+export async function membershipProblems(input: MembershipInput, environment: Environment, guard: GuardOptions, resolve?: Resolver): Promise<string[]> {
   const problems: string[] = [];
   if (input.key.length < MIN_CONSORTIUM_KEY_LENGTH) problems.push(`the consortium key must have at least ${MIN_CONSORTIUM_KEY_LENGTH} characters`);
   if ((input.shareUrl === "") !== (input.shareToken === "")) problems.push("sharing needs both the URL and the token");
   const crossed = crossedEnvironment(input.shareToken, environment);
   if (crossed) problems.push(crossed);
   if (input.shareUrl !== "") {
-    const problem = checkWebhookUrl(input.shareUrl, guard);
+    const problem = await checkWebhookDestination(input.shareUrl, guard, resolve);
     if (problem) problems.push(`the URL is refused: ${problem.message}`);
   }
   return problems;

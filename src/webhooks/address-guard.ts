@@ -89,6 +89,9 @@ function describe(rangeType: IpRangeType): string {
   return names[rangeType];
 }
 
+/** C0 controls (tab and line breaks among them) and DEL. */
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
+
 /**
  * The checks that need no network, for saving an endpoint and before every
  * connection: an absolute https URL (http too when private destinations are
@@ -98,6 +101,11 @@ function describe(rangeType: IpRangeType): string {
  * http://2130706433/ into 127.0.0.1, so they are judged as such.
  */
 export function checkWebhookUrl(url: string, options: GuardOptions): WebhookUrlProblem | undefined {
+  // The URL parser drops tabs and line breaks anywhere and spaces at the ends: the URL saved and listed would
+  // not be the one delivered to, and a line break would travel on to whatever shows or logs it.
+  if (url !== url.trim() || CONTROL_CHARACTER.test(url)) {
+    return { code: "invalid_url", message: "the URL must not contain control characters, line breaks, or spaces at its ends" };
+  }
   let parsed: URL;
   try {
     parsed = new URL(url);

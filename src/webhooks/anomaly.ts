@@ -5,10 +5,10 @@ import type { Tenant } from "../store/tenant.js";
 
 /** Decisions per window; the rule compares the latest window with the one before it. */
 export const ANOMALY_WINDOW = 50;
-/** The latest window's deny share that can raise an anomaly. */
-export const DENY_RATE_THRESHOLD = 0.5;
-/** How far above the previous window's deny share the latest must be (absolute). */
-export const DENY_RATE_JUMP = 0.3;
+/** The latest window's deny share that can raise an anomaly, in percent. */
+export const DENY_RATE_THRESHOLD_PERCENT = 50;
+/** How far above the previous window's deny share the latest must be, in percentage points. */
+export const DENY_RATE_JUMP_POINTS = 30;
 /** After an anomaly, an account and environment raises no other for this long. */
 export const ANOMALY_COOL_DOWN_MS = 60 * 60 * 1000;
 
@@ -78,9 +78,12 @@ export function registerAnomalyDetection(writer: DecisionWriter, events: EventPu
     const state = windowsOf(tenant);
     state.push({ deny: decision.decision === "deny", at: now });
     if (!state.full() || now < state.quietUntil) return;
+    // Compared in whole numbers: as fractions, 35 of 50 against 20 of 50 is 0.7 - 0.4 = 0.29999999999999993,
+    // short of a 30-point jump it is.
+    if (state.latestDenies * 100 < DENY_RATE_THRESHOLD_PERCENT * ANOMALY_WINDOW) return;
+    if ((state.latestDenies - state.previousDenies) * 100 < DENY_RATE_JUMP_POINTS * ANOMALY_WINDOW) return;
     const denyRate = state.latestDenies / ANOMALY_WINDOW;
     const baseline = state.previousDenies / ANOMALY_WINDOW;
-    if (denyRate < DENY_RATE_THRESHOLD || denyRate - baseline < DENY_RATE_JUMP) return;
     state.quietUntil = now + ANOMALY_COOL_DOWN_MS;
     const latest = state.outcomes.slice(ANOMALY_WINDOW);
     events.publish(tenant, "anomaly.detected", {

@@ -107,17 +107,26 @@ export function nextAttempt(
   return { kind: "retry", at: now + wait };
 }
 
+/** The three forms of an HTTP-date a recipient must read (RFC 9110, 5.6.7); the last two are obsolete. */
+const IMF_FIXDATE = /^[A-Za-z]{3}, \d{2} [A-Za-z]{3} \d{4} \d{2}:\d{2}:\d{2} GMT$/;
+const RFC850_DATE = /^[A-Za-z]{6,9}, \d{2}-[A-Za-z]{3}-\d{2} \d{2}:\d{2}:\d{2} GMT$/;
+const ASCTIME_DATE = /^[A-Za-z]{3} [A-Za-z]{3} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}$/;
+
 /**
  * Milliseconds a Retry-After header asks for: delay-seconds ("120") or an
- * HTTP-date ("Wed, 21 Oct 2026 07:28:00 GMT"), counted from `now`. A date in
- * the past means no wait; anything unparseable is ignored (undefined).
+ * HTTP-date in any of its three forms ("Wed, 21 Oct 2026 07:28:00 GMT",
+ * "Wednesday, 21-Oct-26 07:28:00 GMT", "Wed Oct 21 07:28:00 2026"), counted
+ * from `now`. A date in the past means no wait; anything else is ignored
+ * (undefined): matching the forms first keeps Date.parse from taking bare
+ * numbers or other loose text for a date.
  */
 export function parseRetryAfter(header: string, now: number): number | undefined {
   const text = header.trim();
   if (/^[0-9]+$/.test(text)) return Number(text) * SECOND;
-  // HTTP-dates always name their weekday and zone; requiring both keeps
-  // Date.parse from accepting bare numbers or other loose formats.
-  if (!/^[A-Za-z]{3}, .+ GMT$/.test(text)) return undefined;
-  const at = Date.parse(text);
+  let at: number;
+  if (IMF_FIXDATE.test(text) || RFC850_DATE.test(text)) at = Date.parse(text);
+  // asctime carries no zone, and is GMT: without one Date.parse would read the machine's local time.
+  else if (ASCTIME_DATE.test(text)) at = Date.parse(`${text} GMT`);
+  else return undefined;
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }

@@ -117,6 +117,14 @@ describe("checkWebhookUrl", () => {
     ["http://0/", "blocked_address"],
     ["http://169.254.169.254/latest/meta-data/", "blocked_address"],
     ["http://[fd00::1]/", "blocked_address"],
+    // What the URL parser would drop, so that the URL listed would not be the one delivered to.
+    ["https://8.8.8.8/a\r\nb", "invalid_url"],
+    ["https://8.8.8.8/a\tb", "invalid_url"],
+    [" https://8.8.8.8/", "invalid_url"],
+    ["https://8.8.8.8/ ", "invalid_url"],
+    // A 6to4 address is the site behind the IPv4 address it embeds; NAT64's, the IPv4 address itself.
+    ["http://[2002:a00:1::1]/", "blocked_address"],
+    ["http://[64:ff9b::7f00:1]/", "blocked_address"],
   ])("refuses %s (%s)", (url, code) => {
     expect(checkWebhookUrl(url, strict)?.code).toBe(code);
   });

@@ -64,4 +64,21 @@ describe("anomaly.detected", () => {
     await decide(globex.keys.test.secret, true, 2 * ANOMALY_WINDOW);
     expect(anomalies).toHaveLength(2);
   }, 60_000);
+
+  it("fires at a jump of exactly 30 points, counted in whole decisions (35 of 50 against 20 of 50), and not at 29", async () => {
+    const before = anomalies.length;
+    const exact = server.createAccount("Exact", { decide: 1000 });
+    await decide(exact.keys.test.secret, false, 30);
+    await decide(exact.keys.test.secret, true, 20);
+    await decide(exact.keys.test.secret, false, 15);
+    await decide(exact.keys.test.secret, true, 35);
+    expect(anomalies.slice(before)).toHaveLength(1);
+    expect(anomalies.at(-1)?.data.metrics).toMatchObject({ denies: 35, denyRate: 0.7, baselineDenyRate: 0.4 });
+    const short = server.createAccount("Short", { decide: 1000 });
+    await decide(short.keys.test.secret, false, 30);
+    await decide(short.keys.test.secret, true, 20);
+    await decide(short.keys.test.secret, false, 16);
+    await decide(short.keys.test.secret, true, 34);
+    expect(anomalies.slice(before)).toHaveLength(1);
+  }, 60_000);
 });

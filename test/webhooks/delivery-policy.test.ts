@@ -133,12 +133,16 @@ describe("Retry-After", () => {
     expect(attemptsAt.at(-1)).toBe(27 * HOUR);
   });
 
-  it("parses both forms", () => {
+  it("parses delay-seconds and the three forms of an HTTP-date", () => {
     expect(parseRetryAfter(" 0 ", now)).toBe(0);
     expect(parseRetryAfter("3", now)).toBe(3000);
     expect(parseRetryAfter("Sat, 21 Nov 2026 12:00:30 GMT", now)).toBe(30 * SECOND);
+    // The obsolete RFC 850 and asctime forms, which a recipient must still read (RFC 9110, 5.6.7).
+    expect(parseRetryAfter("Saturday, 21-Nov-26 12:00:40 GMT", now)).toBe(40 * SECOND);
+    expect(parseRetryAfter("Sat Nov 21 12:00:50 2026", now)).toBe(50 * SECOND);
+    expect(parseRetryAfter("Sun Nov  1 12:00:00 2026", now)).toBe(0);
     expect(parseRetryAfter("1763726430", now)).toBe(1763726430 * SECOND);
-    for (const junk of ["", "1.5", "2026-11-21T12:00:30Z", "tomorrow", "Sat, 99 Nov 2026 12:00:30 GMT"]) {
+    for (const junk of ["", "1.5", "2026-11-21T12:00:30Z", "tomorrow", "Sat, 99 Nov 2026 12:00:30 GMT", "Sat Nov 21 12:00:50 2026 PST", "Nov 21 2026"]) {
       expect(parseRetryAfter(junk, now), junk).toBeUndefined();
     }
   });

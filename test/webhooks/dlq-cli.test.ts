@@ -27,11 +27,13 @@ describe("fraudctl dlq", () => {
   it("lists an account's dead letters and queues one again", async () => {
     const listed = await runFraudctl(["dlq", "list", "--account", accountId, "--env", "test", "--json"], env);
     expect(listed.code).toBe(0);
-    const { deadLetters } = JSON.parse(listed.stdout) as { deadLetters: Array<{ id: string; kind: string; attempts: number; lastError: string; payload: { eventId: string } }> };
+    const { deadLetters, count } = JSON.parse(listed.stdout) as { deadLetters: Array<{ id: string; kind: string; attempts: number; lastError: string; payload: { eventId: string } }>; count: number };
     expect(deadLetters).toHaveLength(1);
+    // The page as the API answers it, count included.
+    expect(count).toBe(1);
     const [letter] = deadLetters;
     expect(letter).toMatchObject({ kind: "webhook.delivery", attempts: 9, lastError: "attempts_exhausted: HTTP 500 on attempt 9", payload: { eventId: "evt_x" } });
-    expect((await runFraudctl(["dlq", "list", "--account", accountId, "--env", "live", "--json"], env)).stdout).toBe('{"deadLetters":[]}\n');
+    expect((await runFraudctl(["dlq", "list", "--account", accountId, "--env", "live", "--json"], env)).stdout).toBe('{"deadLetters":[],"count":0}\n');
 
     const replayed = await runFraudctl(["dlq", "replay", letter?.id ?? "", "--account", accountId, "--env", "test"], env);
     expect(replayed.code).toBe(0);
@@ -41,6 +43,15 @@ describe("fraudctl dlq", () => {
     const again = await runFraudctl(["dlq", "replay", letter?.id ?? "", "--account", accountId, "--env", "test"], env);
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/no dead letter/);
+  }, 30_000);
+
+  it("takes the API's page bounds: limit 1 to 100", async () => {
+    for (const limit of ["0", "101", "2.5"]) {
+      const result = await runFraudctl(["dlq", "list", "--account", accountId, "--env", "test", "--limit", limit], env);
+      expect(result.code, limit).toBe(2);
+      expect(result.stderr).toMatch(/--limit must be an integer from 1 to 100/);
+    }
+    expect((await runFraudctl(["dlq", "list", "--account", accountId, "--env", "test", "--limit", "100"], env)).code).toBe(0);
   }, 30_000);
 
   it("explains its usage when the account or environment is missing", async () => {
