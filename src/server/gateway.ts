@@ -21,7 +21,7 @@ import { decodePlainJson } from "../api/json-decode.js";
 import { SIXTY_FOUR_BIT, jsonShapeViolations } from "../api/json-shape.js";
 import type { UnaryInvoker } from "../api/unary-invoker.js";
 import { invalidRequest } from "../api/validation.js";
-import { readBody } from "./request-body.js";
+import { ClientGoneError, readBody } from "./request-body.js";
 import { PROTOTYPE_KEY, structureProblem } from "./json-keys.js";
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
@@ -124,14 +124,14 @@ export class RestGateway {
       const input = await this.readInput(route, match.params, req, url);
       message = decodeInput(method.input, input);
     } catch (error) {
-      this.writeError(res, context, ConnectError.from(error));
+      if (!(error instanceof ClientGoneError)) this.writeError(res, context, ConnectError.from(error));
       return;
     }
 
     const abort = new AbortController();
     // Only a client that went away mid-call aborts it (an AbortError is costly to build).
     res.once("close", () => {
-      if (!res.writableFinished) abort.abort();
+      if (!res.writableEnded) abort.abort();
     });
     const header = new Headers();
     for (const name of FORWARDED_HEADERS) {

@@ -17,7 +17,7 @@ import type { CallContext } from "../api/context.js";
 import { protocolFailure } from "../api/interceptors.js";
 import { MAX_TIMER_MS } from "../api/running-calls.js";
 import type { UnaryInvoker } from "../api/unary-invoker.js";
-import { readBody } from "./request-body.js";
+import { ClientGoneError, readBody } from "./request-body.js";
 
 /** The envelope before each gRPC message: a flags byte and a 4-byte big-endian length. */
 const ENVELOPE_HEADER_BYTES = 5;
@@ -71,7 +71,7 @@ export class GrpcUnaryPath {
     const abort = new AbortController();
     // Only a client that went away mid-call aborts it (an AbortError is costly to build).
     res.once("close", () => {
-      if (!res.writableFinished && !abort.signal.aborted) abort.abort(new ConnectError("the client went away", Code.Canceled));
+      if (!res.writableEnded && !abort.signal.aborted) abort.abort(new ConnectError("the client went away", Code.Canceled));
     });
     const deadline = new Deadline(abort);
     const header = new Headers({ "content-type": contentTypeProto });
@@ -104,6 +104,8 @@ export class GrpcUnaryPath {
       body = encodeEnvelope(0, toBinary(method.output, response.message));
       trailer.set(headerGrpcStatus, grpcStatusOk);
     } catch (error) {
+      // No one is left to answer: nothing is written (499 CANCELED).
+      if (error instanceof ClientGoneError) return;
       const failure = context.error ?? protocolFailure(context, ConnectError.from(error, Code.Internal));
       setTrailerStatus(trailer, failure);
       trailer.set(headerGrpcMessage, encodeGrpcMessage(failure.rawMessage));

@@ -1,6 +1,18 @@
 import type { Readable } from "node:stream";
 
 /**
+ * The client closed the request before its body ended: there is no one to
+ * answer. Callers write nothing, so the call is logged and counted as 499
+ * CANCELED (the dispatcher: closed before its answer was written).
+ */
+export class ClientGoneError extends Error {
+  constructor() {
+    super("the client closed the request before its body ended");
+    this.name = "ClientGoneError";
+  }
+}
+
+/**
  * A request's whole body, for the REST gateway and the unary gRPC path alike:
  * refused with `tooLarge()` as soon as it passes `limit` bytes (the rest is
  * dropped as it comes; the answer ends the request), and refused too when
@@ -22,7 +34,7 @@ export function readBody(req: Readable, limit: number, tooLarge: () => Error): P
     };
     const onEnd = () => settle(() => resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size)));
     const onError = (error: Error) => settle(() => reject(error));
-    const onClose = () => settle(() => reject(new Error("the client closed the request before its body ended")));
+    const onClose = () => settle(() => reject(new ClientGoneError()));
     req.on("data", onData).on("end", onEnd).on("error", onError).on("close", onClose);
   });
 }
