@@ -47,10 +47,11 @@ const MAX_ENGINE_THREADS = 64;
 function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max) {
+  // Decimal digits only: Number() would also take "0x50" (port 80), "8e3" or " 8080 ", a typo bound silently.
+  const value = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
     const range = max === Number.MAX_SAFE_INTEGER ? `of at least ${min}` : `from ${min} to ${max}`;
-    throw new Error(`${name} must be an integer ${range}, got "${raw}"`);
+    throw new Error(`${name} must be a decimal integer ${range}, got "${raw}"`);
   }
   return value;
 }

@@ -324,11 +324,11 @@ describe("fraudctl serve that cannot start", () => {
         ["FRAUD_TRUSTED_PROXIES", "::ffff:10.0.0.0/8", /"::ffff:10.0.0.0\/8" holds every IPv4 address/],
         ["FRAUD_SEED_DEMO", "yes", /FRAUD_SEED_DEMO must be true or false, got "yes"/],
         ["FRAUD_WEBHOOK_ALLOW_PRIVATE", "1", /FRAUD_WEBHOOK_ALLOW_PRIVATE must be true or false/],
-        ["PORT", "70000", /PORT must be an integer from 0 to 65535, got "70000"/],
+        ["PORT", "70000", /PORT must be a decimal integer from 0 to 65535, got "70000"/],
         // Past a timer's longest wait, Node.js would fire it after 1 ms: every decide late, no grace at all.
-        ["FRAUD_COMPREHENSIVE_BUDGET_MS", "3000000000", /FRAUD_COMPREHENSIVE_BUDGET_MS must be an integer from 0 to 2147483647, got "3000000000"/],
-        ["FRAUD_SHUTDOWN_GRACE_MS", "3000000000", /FRAUD_SHUTDOWN_GRACE_MS must be an integer from 0 to 2147483647/],
-        ["FRAUD_ENGINE_THREADS", "100000", /FRAUD_ENGINE_THREADS must be an integer from 1 to 64/],
+        ["FRAUD_COMPREHENSIVE_BUDGET_MS", "3000000000", /FRAUD_COMPREHENSIVE_BUDGET_MS must be a decimal integer from 0 to 2147483647, got "3000000000"/],
+        ["FRAUD_SHUTDOWN_GRACE_MS", "3000000000", /FRAUD_SHUTDOWN_GRACE_MS must be a decimal integer from 0 to 2147483647/],
+        ["FRAUD_ENGINE_THREADS", "100000", /FRAUD_ENGINE_THREADS must be a decimal integer from 1 to 64/],
         ["HOST", "no.such.host.invalid", /HOST must be an address or a name that resolves, got "no.such.host.invalid"/],
       ] as const) {
         const result = await runFraudctl(["serve"], { FRAUD_DATA_DIR: otherDir, PORT: "0", HOST: "127.0.0.1", [name]: value });
