@@ -1,5 +1,5 @@
 import type http from "node:http";
-import http2 from "node:http2";
+import type http2 from "node:http2";
 import { Code, ConnectError, createContextValues, type ConnectRouter } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
@@ -109,7 +109,9 @@ export class Dispatcher {
     this.inFlight.set(res, connection);
     res.once("close", () => {
       // Closed before its answer was delivered: the client went away (the nginx convention, 499).
-      const status = answerDelivered(res) ? res.statusCode : CLIENT_CLOSED_REQUEST;
+      // (writableEnded rather than writableFinished: Node's HTTP/2 answer reads as finished once its stream
+      // closes, whatever was written.)
+      const status = res.writableEnded ? res.statusCode : CLIENT_CLOSED_REQUEST;
       this.observe(context, route, component, status, grpcStatus());
       this.inFlight.delete(res);
       if (connection) this.pendingOnSocket.set(connection, (this.pendingOnSocket.get(connection) ?? 1) - 1);
@@ -318,9 +320,8 @@ export class Dispatcher {
     let code = "OK";
     let serverError = status >= 500;
     let clientError = status >= 400 && status < 500;
-    // A client that left before its answer: the service's fault still counts as one; the client's own (a body
-    // cut short by its leaving reads as malformed) is its leaving.
-    if (status === CLIENT_CLOSED_REQUEST && (!context.error || describeError(context.error).httpStatus < 500)) {
+    // A client that left before a failure was answered: the failure is what counts (a fault stays a fault).
+    if (status === CLIENT_CLOSED_REQUEST && !context.error) {
       code = "CANCELED";
     } else if (context.error) {
       const described = describeError(context.error);
@@ -445,21 +446,6 @@ const MAX_PIPELINED_REQUESTS = 32;
 
 
 /** Whether a request is an RPC call by its headers (the path alone may be a mistyped REST one). */
-/**
- * Whether the client got the call's answer: it was written whole, and, over HTTP/2, the stream was not reset
- * (by the client, or by its session's end) before it went out. Node's HTTP/2 answer reads as finished once
- * its stream closes, whatever was written; and a stream the client resets mid-message ends its request as
- * if complete, so a truncated message is answered into a stream already gone.
- */
-const { NGHTTP2_NO_ERROR } = http2.constants;
-
-function answerDelivered(res: NodeResponse): boolean {
-  if (!res.writableEnded) return false;
-  if (!("stream" in res)) return true;
-  const { rstCode } = res.stream;
-  return rstCode === undefined || rstCode === NGHTTP2_NO_ERROR;
-}
-
 function isRpcCall(req: NodeRequest): boolean {
   const contentType = req.headers["content-type"] ?? "";
   // application/proto is Connect's alone (REST takes JSON only): an RPC call even without Connect's header.
