@@ -83,6 +83,9 @@ describe("POST /api/v1/decide", () => {
     expect((record.request as { ip: string }).ip).toBe("127.0.0.1");
     const v6 = await decide(acme.keys.test.secret, { userId: "ip6_user", action: "login", ip: "2a0b:f4c2::1", ...HUMAN_DESKTOP });
     expect(v6.body.data.reasons).toContain("TOR_EXIT");
+    // An IPv4 Tor exit seen through a NAT64 translator (an IPv6-only data centre) is still one.
+    const nat64 = await decide(acme.keys.test.secret, { userId: "nat64_user", action: "login", ip: `64:ff9b::${TOR_EXIT}`, ...HUMAN_DESKTOP });
+    expect(nat64.body.data.reasons).toContain("TOR_EXIT");
   });
 
   it("raises velocity and history signals from earlier decisions", async () => {

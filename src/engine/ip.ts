@@ -3,9 +3,11 @@
 // Addresses are parsed once into numbers (IPv4, fits a uint32) or bigints
 // (IPv6, 128 bits) so range tables can binary-search them. IPv4-mapped IPv6
 // addresses (::ffff:a.b.c.d) are treated as the IPv4 address they carry,
-// because that is what dual-stack servers report for IPv4 clients; so are
-// addresses of the NAT64 well-known prefix (64:ff9b::a.b.c.d, RFC 6052), the
-// form IPv4 clients take in front of an IPv6-only data centre (SIIT-DC).
+// because that is what dual-stack servers report for IPv4 clients. An address
+// of the NAT64 well-known prefix (64:ff9b::a.b.c.d, RFC 6052), the form IPv4
+// clients take in front of an IPv6-only data centre (SIIT-DC), stays IPv6 (a
+// list range written with that prefix means what it says) but is judged as
+// the IPv4 client it carries: {@link nat64Client}.
 
 import { isIP } from "node:net";
 
@@ -66,8 +68,8 @@ export function publicIpText(input: string): string {
 
 /** The bits above an embedded IPv4 address's 32. */
 const ABOVE_IPV4_MASK = ~0xffffffffn & ((1n << 128n) - 1n);
-/** ::ffff:0:0/96 and 64:ff9b::/96: IPv6 addresses that are an IPv4 client's. */
-const IPV4_CARRYING_PREFIXES: readonly bigint[] = [0xffffn << 32n, 0x64ff9bn << 96n];
+const IPV4_MAPPED_PREFIX = 0xffffn << 32n;
+const NAT64_PREFIX = 0x64ff9bn << 96n;
 
 /** Parses an IPv4 or IPv6 address (an IPv6 zone id such as %eth0 is ignored); null when invalid. */
 export function parseIp(input: string): ParsedIp | null {
@@ -81,13 +83,25 @@ export function parseIp(input: string): ParsedIp | null {
   }
   if (version === 6) {
     const value = parseIpv6(address);
-    if (IPV4_CARRYING_PREFIXES.includes(value & ABOVE_IPV4_MASK)) {
+    if ((value & ABOVE_IPV4_MASK) === IPV4_MAPPED_PREFIX) {
       const v4 = Number(value & 0xffffffffn);
       return { version: 4, value: v4, text: formatIpv4(v4) };
     }
     return { version: 6, value, text: formatIpv6(value) };
   }
   return null;
+}
+
+/**
+ * The IPv4 client an address of the NAT64 well-known prefix (64:ff9b::/96)
+ * stands for; undefined for any other address. What the address says of its
+ * client (its range type, Tor exit, hosting range, country) is the IPv4
+ * address's.
+ */
+export function nat64Client(ip: ParsedIp): ParsedIp | undefined {
+  if (ip.version !== 6 || (ip.value & ABOVE_IPV4_MASK) !== NAT64_PREFIX) return undefined;
+  const v4 = Number(ip.value & 0xffffffffn);
+  return { version: 4, value: v4, text: formatIpv4(v4) };
 }
 
 /** Parses a dotted-quad already validated by net.isIP. */
@@ -216,6 +230,8 @@ export function classifyIp(ip: ParsedIp): IpRangeType {
     }
     return "public";
   }
+  const client = nat64Client(ip);
+  if (client !== undefined) return classifyIp(client);
   for (const range of IPV6_SPECIAL_RANGES) {
     if (ip.value >= range.first && ip.value <= range.last) return range.rangeType;
   }
@@ -253,7 +269,9 @@ export function publicClientNetwork(input: string): string {
 const LOW_64_BITS = (1n << 64n) - 1n;
 
 function networkOf(ip: ParsedIp): string {
-  return ip.version === 4 ? ip.text : `${formatIpv6(ip.value & ~LOW_64_BITS)}/64`;
+  // A NAT64 address is one IPv4 client's: its /64 would hold every IPv4 client behind the translator.
+  if (ip.version === 4 || nat64Client(ip) !== undefined) return ip.text;
+  return `${formatIpv6(ip.value & ~LOW_64_BITS)}/64`;
 }
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { classifyIp, parseCidr, parseIp, publicClientNetwork, publicIpText } from "../../src/engine/ip.js";
+import { classifyIp, nat64Client, parseCidr, parseIp, publicClientNetwork, publicIpText } from "../../src/engine/ip.js";
 import { IpRangeSet, parseTorExitList } from "../../src/engine/ip-lists.js";
 import { TOR_BULK_EXIT_LIST, TOR_EXIT_ADDRESSES } from "./fixtures.js";
 
@@ -22,11 +22,15 @@ describe("parseIp", () => {
     expect(parseIp("::ffff:192.0.2.7")).toEqual({ version: 4, value: 0xc0000207, text: "192.0.2.7" });
   });
 
-  it("treats an address of the NAT64 well-known prefix as the IPv4 client it carries", () => {
-    expect(parseIp("64:ff9b::185.220.101.1")).toEqual({ version: 4, value: 0xb9dc6501, text: "185.220.101.1" });
-    expect(parseIp("64:FF9B::B9DC:6501")?.text).toBe("185.220.101.1");
+  it("keeps an address of the NAT64 well-known prefix IPv6, and knows the IPv4 client it carries", () => {
+    const nat64 = parseIp("64:ff9b::185.220.101.1");
+    expect(nat64).toMatchObject({ version: 6, text: "64:ff9b::b9dc:6501" });
+    expect(nat64 && nat64Client(nat64)).toEqual({ version: 4, value: 0xb9dc6501, text: "185.220.101.1" });
     // Only the /96: the local-use prefix 64:ff9b:1::/48 carries no particular mapping.
-    expect(parseIp("64:ff9b:1::b9dc:6501")?.version).toBe(6);
+    const local = parseIp("64:ff9b:1::b9dc:6501");
+    expect(local && nat64Client(local)).toBeUndefined();
+    // A list range written with the prefix stays the IPv6 range it names, not all of IPv4.
+    expect(parseCidr("64:ff9b::/96")?.version).toBe(6);
   });
 
   it("rejects garbage", () => {
@@ -63,6 +67,10 @@ describe("classifyIp", () => {
     ["2002:b9dc:6501::1", "public"],
     ["2002:a00:1::", "private"],
     ["2002:7f00:1::5", "loopback"],
+    // NAT64: the type of the IPv4 client it carries.
+    ["64:ff9b::808:808", "public"],
+    ["64:ff9b::7f00:1", "loopback"],
+    ["64:ff9b::a00:1", "private"],
   ])("%s is %s", (text, rangeType) => {
     expect(rangeTypeOf(text)).toBe(rangeType);
   });
@@ -86,6 +94,8 @@ describe("publicClientNetwork", () => {
     expect(publicClientNetwork("2a02:c7f:8::1")).toBe("2a02:c7f:8::/64");
     expect(publicClientNetwork("2A02:C7F:8:0:ffff:1:2:f")).toBe("2a02:c7f:8::/64");
     expect(publicClientNetwork("2a02:c7f:8:1::1")).toBe("2a02:c7f:8:1::/64");
+    // Each NAT64 address is one IPv4 client: its /64 would hold them all.
+    expect(publicClientNetwork("64:ff9b::808:808")).toBe("64:ff9b::808:808");
     for (const other of ["", "not an ip", "10.0.0.5", "fd12::1", "2002:a00:1::", "2001:db8::1"]) {
       expect(publicClientNetwork(other), other).toBe("");
     }

@@ -29,6 +29,12 @@ describe("network and geo", () => {
     expect(fast({ ip: "2001:4860:4860::8888" }).network.version).toBe(6);
   });
 
+  it("judges a NAT64 address as the IPv4 client it carries, and shows it as sent", () => {
+    expect(fast({ ip: "64:ff9b::8.8.8.8" }).network).toMatchObject({ ip: "64:ff9b::808:808", version: 6, rangeType: "public" });
+    expect(fast({ ip: "64:ff9b::8.8.8.8" }).geo).toEqual({ country: "US", countryKnown: true });
+    expect(fast({ ip: "64:ff9b::10.0.0.1" }).network).toMatchObject({ rangeType: "private", private: true });
+  });
+
   it.each([
     ["10.0.0.1", "private", true, false],
     ["100.64.0.1", "cgnat", true, false],

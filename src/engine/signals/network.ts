@@ -1,6 +1,6 @@
 // Network and geo signals: what the client IP address tells on its own.
 
-import { classifyIp, isPrivateRangeType, isReservedRangeType, parseIp } from "../ip.js";
+import { classifyIp, isPrivateRangeType, isReservedRangeType, nat64Client, parseIp } from "../ip.js";
 import type { ReferenceData } from "../reference-data.js";
 import type { GeoSignals, NetworkSignals } from "../types.js";
 
@@ -28,9 +28,11 @@ export function computeNetworkSignals(
   }
   const rangeType = classifyIp(ip);
   const isPublic = rangeType === "public";
+  // An IPv4 client behind a NAT64 translator is looked up as itself.
+  const client = nat64Client(ip) ?? ip;
   // Special-purpose ranges have no country; the database's answer for them
   // (2001:db8::/32 falls inside a registered block) would be misleading.
-  const country = isPublic ? referenceData.geo.lookup(ip) : "";
+  const country = isPublic ? referenceData.geo.lookup(client) : "";
   return {
     network: {
       ip: ip.text,
@@ -40,8 +42,8 @@ export function computeNetworkSignals(
       rangeType,
       private: isPrivateRangeType(rangeType),
       reserved: isReservedRangeType(rangeType),
-      tor: isPublic && referenceData.torExits.current.has(ip.text),
-      datacenter: isPublic && referenceData.datacenterRanges.current.contains(ip),
+      tor: isPublic && referenceData.torExits.current.has(client.text),
+      datacenter: isPublic && referenceData.datacenterRanges.current.contains(client),
     },
     geo: { country, countryKnown: country !== "" },
   };
