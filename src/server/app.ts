@@ -43,6 +43,7 @@ import { createFeedbackService } from "../services/feedback.js";
 import { createConsortiumService } from "../services/consortium.js";
 import { FeedbackProcessor } from "../feedback/processor.js";
 import { removeNonPublicAutomaticEntries } from "../feedback/repair.js";
+import { rekeyStoredEntities } from "../graph/rekey.js";
 import { registerConsortiumSharing } from "../consortium/sharing.js";
 import { ConsortiumRepository } from "../store/consortium.js";
 import { FeedbackRepository } from "../store/feedback.js";
@@ -166,6 +167,7 @@ function assembleApp(options: AppOptions, lock: DataDirectoryLock): App {
   const policyRepository = new PolicyRepository(db);
   const listRepository = new ListRepository(db);
   removeNonPublicAutomaticEntries({ db, lists: listRepository, auditEntries: auditStore, audit, clock, logger });
+  rekeyStoredEntities({ db, clock, logger });
   const policySets = new PolicySets(policyRepository, listRepository, (skipped) => {
     logger.log("warn", "a stored policy no longer compiles: decisions skip it until it is saved again", {
       account: skipped.tenant.accountId,

@@ -1,0 +1,52 @@
+// Upgrading stored entity keys: IPv6 addresses to their /64, e-mail domains to one spelling (src/graph/rekey.ts).
+import { afterAll, describe, expect, it } from "vitest";
+import { entityKeys } from "../src/graph/entities.js";
+import { rekeyStoredEntities } from "../src/graph/rekey.js";
+import { silentLogger, type Logger } from "../src/log.js";
+import { openDatabase } from "../src/store/database.js";
+import { GraphRepository } from "../src/store/graph.js";
+import { ListRepository } from "../src/store/lists.js";
+import { ManualClock } from "./helpers/clock.js";
+import { tempDir } from "./helpers/server.js";
+
+const db = openDatabase(tempDir());
+afterAll(() => db.close());
+const tenant = { accountId: "acct_upgraded", environment: "live" as const };
+
+describe("an installation whose stored keys an earlier release spelt otherwise", () => {
+  it("finds its fraud labels and removes its list entries by the keys its entities have now, once", () => {
+    // As the earlier release stored them: an IPv6 address's own key, an e-mail's domain in punycode or fullwidth.
+    const edge = db.prepare("INSERT INTO graph_edges VALUES (?, ?, ?, ?, ?)");
+    const label = db.prepare("INSERT INTO graph_labels VALUES (?, ?, ?, ?)");
+    for (const entity of ["i:2a02:c7f:8::1", "e:mule@xn--bcher-kva.de", "i:81.2.69.7", "u:mule"]) {
+      edge.run(tenant.accountId, tenant.environment, entity, 1_000, "dec_fraud");
+      label.run(tenant.accountId, tenant.environment, entity, "dec_fraud");
+    }
+    // Two spellings of one entity, both already stored: they become one.
+    edge.run(tenant.accountId, tenant.environment, "i:2a02:c7f:8::/64", 1_000, "dec_fraud");
+    const lists = new ListRepository(db);
+    lists.put(tenant, { name: "bad_emails", kind: "email", type: "deny", description: "", automatic: false }, 1_000);
+    const entry = db.prepare("INSERT INTO list_entries VALUES (?, ?, 'bad_emails', ?, NULL, 1000)");
+    for (const value of ["jane@xn--mnchen-3ya.de", "bob@ｅxample.com", "bob@example.com", "carol@example.com"]) entry.run(tenant.accountId, tenant.environment, value);
+
+    const logged: unknown[] = [];
+    const logger: Logger = { log: (_level, _message, fields) => logged.push(fields) };
+    rekeyStoredEntities({ db, clock: new ManualClock(), logger });
+
+    const keysOf = (table: string) => (db.prepare(`SELECT entity FROM ${table} ORDER BY entity`).all() as Array<{ entity: string }>).map((row) => row.entity);
+    expect(keysOf("graph_edges")).toEqual(["e:mule@bücher.de", "i:2a02:c7f:8::/64", "i:81.2.69.7", "u:mule"]);
+    expect(keysOf("graph_labels")).toEqual(["e:mule@bücher.de", "i:2a02:c7f:8::/64", "i:81.2.69.7", "u:mule"]);
+    // A new request from another address of the /64, or the same mailbox spelt in Unicode, meets the label.
+    const graph = new GraphRepository(db);
+    expect(graph.lookup(tenant, entityKeys({ userId: "other", ip: "2a02:c7f:8::99", deviceId: "", email: "" }))).toMatchObject({ linkedToFraud: true, hops: 1 });
+    expect(graph.lookup(tenant, entityKeys({ userId: "other", ip: "", deviceId: "", email: "MULE@bücher.de" }))).toMatchObject({ linkedToFraud: true, hops: 1 });
+    const values = (db.prepare("SELECT value FROM list_entries ORDER BY value").all() as Array<{ value: string }>).map((row) => row.value);
+    expect(values).toEqual(["bob@example.com", "carol@example.com", "jane@münchen.de"]);
+    expect(logged).toEqual([{ graphEdges: 2, graphLabels: 2, listEntries: 2 }]);
+
+    // Once per database: what is stored later, however spelt, is left alone.
+    label.run(tenant.accountId, tenant.environment, "i:2a02:c7f:9::1", "dec_later");
+    rekeyStoredEntities({ db, clock: new ManualClock(), logger: silentLogger });
+    expect(keysOf("graph_labels")).toContain("i:2a02:c7f:9::1");
+  });
+});
