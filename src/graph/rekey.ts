@@ -45,31 +45,8 @@ export function rekeyStoredEntities(deps: { db: Db; clock: Clock; logger: Logger
   if (repairs.done(REPAIR)) return;
   const changed = { graphEdges: 0, graphLabels: 0, listEntries: 0 };
   db.transaction(() => {
-    const edges = db
-      .prepare<[], { account_id: string; environment: string; entity: string; created_at: number; decision_id: string }>(`SELECT * FROM graph_edges WHERE ${STALE_ENTITY}`)
-      .all();
-    const insertEdge = db.prepare("INSERT OR IGNORE INTO graph_edges VALUES (@account_id, @environment, @entity, @created_at, @decision_id)");
-    const deleteEdge = db.prepare(
-      "DELETE FROM graph_edges WHERE account_id = @account_id AND environment = @environment AND entity = @entity AND created_at = @created_at AND decision_id = @decision_id",
-    );
-    for (const edge of edges) {
-      const entity = currentKey(edge.entity);
-      if (entity === edge.entity) continue;
-      insertEdge.run({ ...edge, entity });
-      deleteEdge.run(edge);
-      changed.graphEdges++;
-    }
-
-    const labels = db.prepare<[], { account_id: string; environment: string; entity: string; decision_id: string }>(`SELECT * FROM graph_labels WHERE ${STALE_ENTITY}`).all();
-    const insertLabel = db.prepare("INSERT OR IGNORE INTO graph_labels VALUES (@account_id, @environment, @entity, @decision_id)");
-    const deleteLabel = db.prepare("DELETE FROM graph_labels WHERE account_id = @account_id AND environment = @environment AND entity = @entity AND decision_id = @decision_id");
-    for (const label of labels) {
-      const entity = currentKey(label.entity);
-      if (entity === label.entity) continue;
-      insertLabel.run({ ...label, entity });
-      deleteLabel.run(label);
-      changed.graphLabels++;
-    }
+    changed.graphEdges = rekeyGraphTable(db, "graph_edges", ["account_id", "environment", "entity", "created_at", "decision_id"]);
+    changed.graphLabels = rekeyGraphTable(db, "graph_labels", ["account_id", "environment", "entity", "decision_id"]);
 
     const entries = db
       .prepare<[], { account_id: string; environment: string; list_name: string; value: string; expires_at: number | null; created_at: number }>(
@@ -91,4 +68,20 @@ export function rekeyStoredEntities(deps: { db: Db; clock: Clock; logger: Logger
   if (changed.graphEdges + changed.graphLabels + changed.listEntries > 0) {
     deps.logger.log("info", "gave stored entities the keys they have now (IPv6 addresses as their /64, e-mail domains in one spelling)", changed);
   }
+}
+
+/** Moves a graph table's rows from their stale keys to their entities' keys now; the rows moved. */
+function rekeyGraphTable(db: Db, table: "graph_edges" | "graph_labels", columns: readonly string[]): number {
+  const rows = db.prepare<[], { entity: string } & Record<string, string | number>>(`SELECT * FROM ${table} WHERE ${STALE_ENTITY}`).all();
+  const insert = db.prepare(`INSERT OR IGNORE INTO ${table} VALUES (${columns.map((column) => `@${column}`).join(", ")})`);
+  const remove = db.prepare(`DELETE FROM ${table} WHERE ${columns.map((column) => `${column} = @${column}`).join(" AND ")}`);
+  let moved = 0;
+  for (const row of rows) {
+    const entity = currentKey(row.entity);
+    if (entity === row.entity) continue;
+    insert.run({ ...row, entity });
+    remove.run(row);
+    moved++;
+  }
+  return moved;
 }
