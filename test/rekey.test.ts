@@ -1,16 +1,22 @@
 // Upgrading stored entity keys: IPv6 addresses to their /64, e-mail domains to one spelling (src/graph/rekey.ts).
 import { afterAll, describe, expect, it } from "vitest";
+import { AuditLog } from "../src/audit/log.js";
+import { AuditSigner } from "../src/audit/signer.js";
 import { entityKeys } from "../src/graph/entities.js";
 import { rekeyStoredEntities } from "../src/graph/rekey.js";
 import { silentLogger, type Logger } from "../src/log.js";
+import { SqliteAuditStore } from "../src/store/audit.js";
 import { openDatabase } from "../src/store/database.js";
 import { GraphRepository } from "../src/store/graph.js";
 import { ListRepository } from "../src/store/lists.js";
 import { ManualClock } from "./helpers/clock.js";
 import { tempDir } from "./helpers/server.js";
 
-const db = openDatabase(tempDir());
+const dataDir = tempDir();
+const db = openDatabase(dataDir);
 afterAll(() => db.close());
+const lists = new ListRepository(db);
+const audit = new AuditLog(new SqliteAuditStore(db), AuditSigner.loadOrCreate(dataDir), new ManualClock());
 const tenant = { accountId: "acct_upgraded", environment: "live" as const };
 
 describe("an installation whose stored keys an earlier release spelt otherwise", () => {
@@ -24,14 +30,23 @@ describe("an installation whose stored keys an earlier release spelt otherwise",
     }
     // Two spellings of one entity, both already stored: they become one.
     edge.run(tenant.accountId, tenant.environment, "i:2a02:c7f:8::/64", 1_000, "dec_fraud");
-    const lists = new ListRepository(db);
     lists.put(tenant, { name: "bad_emails", kind: "email", type: "deny", description: "", automatic: false }, 1_000);
-    const entry = db.prepare("INSERT INTO list_entries VALUES (?, ?, 'bad_emails', ?, NULL, 1000)");
-    for (const value of ["jane@xn--mnchen-3ya.de", "bob@ｅxample.com", "bob@example.com", "carol@example.com"]) entry.run(tenant.accountId, tenant.environment, value);
+    const entry = db.prepare("INSERT INTO list_entries VALUES (?, ?, 'bad_emails', ?, ?, 1000)");
+    const later = Date.UTC(2030, 0, 1);
+    // Two spellings of one entry: the one that never expires outlives the other's expiry.
+    for (const [value, expiresAt] of [
+      ["jane@xn--mnchen-3ya.de", null],
+      ["bob@ｅxample.com", null],
+      ["bob@example.com", later],
+      ["carol@example.com", null],
+      ["pct@ex%41mple.com", null],
+    ] as const) {
+      entry.run(tenant.accountId, tenant.environment, value, expiresAt);
+    }
 
     const logged: unknown[] = [];
     const logger: Logger = { log: (_level, _message, fields) => logged.push(fields) };
-    rekeyStoredEntities({ db, clock: new ManualClock(), logger });
+    rekeyStoredEntities({ db, lists, audit, clock: new ManualClock(), logger });
 
     const keysOf = (table: string) => (db.prepare(`SELECT entity FROM ${table} ORDER BY entity`).all() as Array<{ entity: string }>).map((row) => row.entity);
     expect(keysOf("graph_edges")).toEqual(["e:mule@bücher.de", "i:2a02:c7f:8::/64", "i:81.2.69.7", "u:mule"]);
@@ -40,13 +55,22 @@ describe("an installation whose stored keys an earlier release spelt otherwise",
     const graph = new GraphRepository(db);
     expect(graph.lookup(tenant, entityKeys({ userId: "other", ip: "2a02:c7f:8::99", deviceId: "", email: "" }))).toMatchObject({ linkedToFraud: true, hops: 1 });
     expect(graph.lookup(tenant, entityKeys({ userId: "other", ip: "", deviceId: "", email: "MULE@bücher.de" }))).toMatchObject({ linkedToFraud: true, hops: 1 });
-    const values = (db.prepare("SELECT value FROM list_entries ORDER BY value").all() as Array<{ value: string }>).map((row) => row.value);
-    expect(values).toEqual(["bob@example.com", "carol@example.com", "jane@münchen.de"]);
-    expect(logged).toEqual([{ graphEdges: 2, graphLabels: 2, listEntries: 2 }]);
+    expect(db.prepare("SELECT value, expires_at FROM list_entries ORDER BY value").all()).toEqual([
+      { value: "bob@example.com", expires_at: null },
+      { value: "carol@example.com", expires_at: null },
+      { value: "jane@münchen.de", expires_at: null },
+      // A domain with a % is no other spelling of anything: left as it is, and removable as shown.
+      { value: "pct@ex%41mple.com", expires_at: null },
+    ]);
+    expect(logged).toEqual([undefined, { graphEdges: 2, graphLabels: 2, listEntries: 2 }]);
+    // The list's change is audited, as an analyst's would be.
+    const entries = db.prepare("SELECT actor, action, body FROM audit_log WHERE action = 'list.updated'").all() as Array<{ actor: string; action: string; body: string }>;
+    expect(entries.map((row) => row.actor)).toEqual(["system"]);
+    expect(JSON.parse(entries[0]?.body ?? "{}")).toMatchObject({ subject: "bad_emails", data: { respelled: 2, values: "bob@ｅxample.com → bob@example.com, jane@xn--mnchen-3ya.de → jane@münchen.de" } });
 
     // Once per database: what is stored later, however spelt, is left alone.
     label.run(tenant.accountId, tenant.environment, "i:2a02:c7f:9::1", "dec_later");
-    rekeyStoredEntities({ db, clock: new ManualClock(), logger: silentLogger });
+    rekeyStoredEntities({ db, lists, audit, clock: new ManualClock(), logger: silentLogger });
     expect(keysOf("graph_labels")).toContain("i:2a02:c7f:9::1");
   });
 });

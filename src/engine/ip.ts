@@ -269,9 +269,11 @@ export function publicClientNetwork(input: string): string {
 const LOW_64_BITS = (1n << 64n) - 1n;
 
 function networkOf(ip: ParsedIp): string {
-  // A NAT64 address is one IPv4 client's: its /64 would hold every IPv4 client behind the translator.
-  if (ip.version === 4 || nat64Client(ip) !== undefined) return ip.text;
-  return `${formatIpv6(ip.value & ~LOW_64_BITS)}/64`;
+  if (ip.version === 4) return ip.text;
+  // A NAT64 address is its IPv4 client's: one client whichever way it reaches the service (its /64 would
+  // hold every IPv4 client behind the translator).
+  const client = nat64Client(ip);
+  return client !== undefined ? client.text : `${formatIpv6(ip.value & ~LOW_64_BITS)}/64`;
 }
 
 /**

@@ -1,23 +1,29 @@
+import type { AuditTrail } from "../audit/log.js";
 import type { Clock } from "../clock.js";
 import { canonicalEmail, publicClientNetwork } from "../engine/index.js";
 import type { Logger } from "../log.js";
 import { normalizeListEntry } from "../policies/lists.js";
 import type { Db } from "../store/database.js";
+import type { ListRepository } from "../store/lists.js";
 import { RepairLog } from "../store/repairs.js";
+import type { Tenant } from "../store/tenant.js";
 
 /** Its name in `repairs_done` (migration 13): it runs once per database. */
 const REPAIR = "entity-keys-ipv6-network-and-email-domain";
 
 /**
- * Stored keys an earlier release wrote that the same entity no longer has
- * (2026-11-21): an IPv6 address's own, which is now its /64's, and an e-mail
- * whose domain was spelt in punycode or with compatibility forms, which now
- * has one spelling (canonicalEmail). SQL picks the candidates (an IPv6 key
- * that is no /64, an e-mail key with a non-ASCII character or a punycode
- * label); the rest are in their form already.
+ * Stored keys an earlier release wrote that their entity may no longer have
+ * (2026-11-21): an IPv6 address's own, which is now its /64's (or, for a
+ * NAT64 address, its IPv4 client's), and an e-mail whose domain was spelt in
+ * punycode or with compatibility forms, which now has one spelling
+ * (canonicalDomain changes nothing else: a domain of plain ASCII with no
+ * punycode label is its own spelling). SQL picks these candidates, the
+ * function {@link CURRENT_KEY} the key each has now.
  */
 const STALE_ENTITY = `((entity LIKE 'i:%:%' AND entity NOT LIKE '%/64') OR (entity LIKE 'e:%' AND (entity LIKE '%xn--%' OR entity GLOB '*[^ -~]*')))`;
 const STALE_EMAIL_ENTRY = `(e.value LIKE '%xn--%' OR e.value GLOB '*[^ -~]*')`;
+/** The SQL function the repair registers on the connection: a stored key's current form. */
+const CURRENT_KEY = "fraud_current_entity_key";
 
 /** The key the entity of a stored key has now; the key itself when it has no other. */
 function currentKey(key: string): string {
@@ -30,58 +36,97 @@ function currentKey(key: string): string {
   return tag === "e:" ? `e:${canonicalEmail(value)}` : key;
 }
 
+interface Deps {
+  db: Db;
+  lists: ListRepository;
+  audit: AuditTrail;
+  clock: Clock;
+  logger: Logger;
+}
+
 /**
  * Gives the fraud graph's edges and labels, and e-mail list entries, the keys
  * their entities have now, once per database. Without it, a fraud label on an
  * IPv6 address or an internationalised e-mail given before would no longer be
  * found (labels never age out), and a list entry so spelt could no longer be
  * removed by the value the list shows. Where the new key is there already,
- * the old row goes (the two were one entity all along). The velocity
+ * the two rows were one entity all along and become one. The velocity
  * counters are left to age out of their windows, within a day.
+ *
+ * Set-based: the graph's rows are moved by two statements per table, not
+ * through JavaScript, so memory does not grow with the graph.
  */
-export function rekeyStoredEntities(deps: { db: Db; clock: Clock; logger: Logger }): void {
+export function rekeyStoredEntities(deps: Deps): void {
   const { db } = deps;
   const repairs = new RepairLog(db);
   if (repairs.done(REPAIR)) return;
+  // A new installation has nothing to move, and nothing to say.
+  const hasGraph = db.prepare("SELECT 1 FROM graph_edges LIMIT 1").get() !== undefined;
+  if (hasGraph) deps.logger.log("info", "giving stored entities the keys they have now: a one-time repair, which takes a while on a large fraud graph");
+  db.function(CURRENT_KEY, { deterministic: true }, (key: unknown) => (typeof key === "string" ? currentKey(key) : key));
   const changed = { graphEdges: 0, graphLabels: 0, listEntries: 0 };
   db.transaction(() => {
+    // Another process starting on the same database may have done it meanwhile.
+    if (repairs.done(REPAIR)) return;
     changed.graphEdges = rekeyGraphTable(db, "graph_edges", ["account_id", "environment", "entity", "created_at", "decision_id"]);
     changed.graphLabels = rekeyGraphTable(db, "graph_labels", ["account_id", "environment", "entity", "decision_id"]);
-
-    const entries = db
-      .prepare<[], { account_id: string; environment: string; list_name: string; value: string; expires_at: number | null; created_at: number }>(
-        `SELECT e.* FROM list_entries e JOIN lists l ON l.account_id = e.account_id AND l.environment = e.environment AND l.name = e.list_name
-          WHERE l.kind = 'email' AND ${STALE_EMAIL_ENTRY}`,
-      )
-      .all();
-    const insertEntry = db.prepare("INSERT OR IGNORE INTO list_entries VALUES (@account_id, @environment, @list_name, @value, @expires_at, @created_at)");
-    const deleteEntry = db.prepare("DELETE FROM list_entries WHERE account_id = @account_id AND environment = @environment AND list_name = @list_name AND value = @value");
-    for (const entry of entries) {
-      const value = normalizeListEntry("email", entry.value);
-      if (value === null || value === entry.value) continue;
-      insertEntry.run({ ...entry, value });
-      deleteEntry.run(entry);
-      changed.listEntries++;
-    }
+    changed.listEntries = respellEmailEntries(deps);
     repairs.markDone(REPAIR, deps.clock.now());
-  })();
-  if (changed.graphEdges + changed.graphLabels + changed.listEntries > 0) {
-    deps.logger.log("info", "gave stored entities the keys they have now (IPv6 addresses as their /64, e-mail domains in one spelling)", changed);
-  }
+  }).immediate();
+  if (changed.graphEdges + changed.graphLabels + changed.listEntries > 0) deps.logger.log("info", "gave stored entities the keys they have now", changed);
 }
 
 /** Moves a graph table's rows from their stale keys to their entities' keys now; the rows moved. */
 function rekeyGraphTable(db: Db, table: "graph_edges" | "graph_labels", columns: readonly string[]): number {
-  const rows = db.prepare<[], { entity: string } & Record<string, string | number>>(`SELECT * FROM ${table} WHERE ${STALE_ENTITY}`).all();
-  const insert = db.prepare(`INSERT OR IGNORE INTO ${table} VALUES (${columns.map((column) => `@${column}`).join(", ")})`);
-  const remove = db.prepare(`DELETE FROM ${table} WHERE ${columns.map((column) => `${column} = @${column}`).join(" AND ")}`);
-  let moved = 0;
+  const stale = `${STALE_ENTITY} AND ${CURRENT_KEY}(entity) <> entity`;
+  const moved = columns.map((column) => (column === "entity" ? `${CURRENT_KEY}(entity)` : column)).join(", ");
+  // The moved rows are stale no more: the DELETE takes only the old ones.
+  db.prepare(`INSERT OR IGNORE INTO ${table} SELECT ${moved} FROM ${table} WHERE ${stale}`).run();
+  return db.prepare(`DELETE FROM ${table} WHERE ${stale}`).run().changes;
+}
+
+/**
+ * E-mail list entries in their one spelling. Two spellings of one entry
+ * become one that lasts as long as the longer-lived of them (one that never
+ * expires wins). Each list changed is audited (actor `system`), as an
+ * analyst's change would be.
+ */
+function respellEmailEntries(deps: Deps): number {
+  const { db } = deps;
+  const rows = db
+    .prepare<[], { account_id: string; environment: string; list_name: string; value: string; expires_at: number | null; created_at: number }>(
+      `SELECT e.* FROM list_entries e JOIN lists l ON l.account_id = e.account_id AND l.environment = e.environment AND l.name = e.list_name
+        WHERE l.kind = 'email' AND ${STALE_EMAIL_ENTRY}`,
+    )
+    .all();
+  const upsert = db.prepare(
+    `INSERT INTO list_entries VALUES (@account_id, @environment, @list_name, @value, @expires_at, @created_at)
+     ON CONFLICT DO UPDATE SET expires_at =
+       CASE WHEN list_entries.expires_at IS NULL OR excluded.expires_at IS NULL THEN NULL ELSE max(list_entries.expires_at, excluded.expires_at) END`,
+  );
+  const remove = db.prepare("DELETE FROM list_entries WHERE account_id = @account_id AND environment = @environment AND list_name = @list_name AND value = @value");
+  const byList = new Map<string, { tenant: Tenant; list: string; respelled: string[] }>();
   for (const row of rows) {
-    const entity = currentKey(row.entity);
-    if (entity === row.entity) continue;
-    insert.run({ ...row, entity });
+    const value = normalizeListEntry("email", row.value);
+    if (value === null || value === row.value) continue;
+    upsert.run({ ...row, value });
     remove.run(row);
-    moved++;
+    const key = `${row.account_id}\u0000${row.environment}\u0000${row.list_name}`;
+    const group = byList.get(key) ?? { tenant: { accountId: row.account_id, environment: row.environment as Tenant["environment"] }, list: row.list_name, respelled: [] };
+    group.respelled.push(`${row.value} → ${value}`);
+    byList.set(key, group);
   }
-  return moved;
+  let respelled = 0;
+  for (const group of byList.values()) {
+    deps.lists.touch(group.tenant, group.list, deps.clock.now());
+    deps.audit.record({
+      ...group.tenant,
+      actor: "system",
+      action: "list.updated",
+      subject: group.list,
+      data: { respelled: group.respelled.length, reason: "e-mail entries given the one spelling of their domain (punycode, Unicode and fullwidth forms are one)", values: group.respelled.join(", ") },
+    });
+    respelled += group.respelled.length;
+  }
+  return respelled;
 }

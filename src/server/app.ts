@@ -167,7 +167,7 @@ function assembleApp(options: AppOptions, lock: DataDirectoryLock): App {
   const policyRepository = new PolicyRepository(db);
   const listRepository = new ListRepository(db);
   removeNonPublicAutomaticEntries({ db, lists: listRepository, auditEntries: auditStore, audit, clock, logger });
-  rekeyStoredEntities({ db, clock, logger });
+  rekeyStoredEntities({ db, lists: listRepository, audit, clock, logger });
   const policySets = new PolicySets(policyRepository, listRepository, (skipped) => {
     logger.log("warn", "a stored policy no longer compiles: decisions skip it until it is saved again", {
       account: skipped.tenant.accountId,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { classifyIp, nat64Client, parseCidr, parseIp, publicClientNetwork, publicIpText } from "../../src/engine/ip.js";
+import { classifyIp, clientNetwork, nat64Client, parseCidr, parseIp, publicClientNetwork, publicIpText } from "../../src/engine/ip.js";
 import { IpRangeSet, parseTorExitList } from "../../src/engine/ip-lists.js";
 import { TOR_BULK_EXIT_LIST, TOR_EXIT_ADDRESSES } from "./fixtures.js";
 
@@ -94,8 +94,9 @@ describe("publicClientNetwork", () => {
     expect(publicClientNetwork("2a02:c7f:8::1")).toBe("2a02:c7f:8::/64");
     expect(publicClientNetwork("2A02:C7F:8:0:ffff:1:2:f")).toBe("2a02:c7f:8::/64");
     expect(publicClientNetwork("2a02:c7f:8:1::1")).toBe("2a02:c7f:8:1::/64");
-    // Each NAT64 address is one IPv4 client: its /64 would hold them all.
-    expect(publicClientNetwork("64:ff9b::808:808")).toBe("64:ff9b::808:808");
+    // A NAT64 address is the IPv4 client it carries (its /64 would hold every client behind the translator).
+    expect(publicClientNetwork("64:ff9b::808:808")).toBe("8.8.8.8");
+    expect(clientNetwork("64:ff9b::808:808")).toBe("8.8.8.8");
     for (const other of ["", "not an ip", "10.0.0.5", "fd12::1", "2002:a00:1::", "2001:db8::1"]) {
       expect(publicClientNetwork(other), other).toBe("");
     }

@@ -41,11 +41,13 @@ const PLAIN_ASCII_DOMAIN = /^[a-z0-9.-]*$/;
  * A domain in one spelling: lower case, and an internationalised one in
  * Unicode whether it was written so or in punycode (`münchen.de` and
  * `xn--mnchen-3ya.de` are one domain), with the compatibility forms IDNA maps
- * (fullwidth letters) mapped. A domain IDNA refuses stays as written, lower-cased.
+ * (fullwidth letters) mapped. A domain IDNA refuses stays as written,
+ * lower-cased; so does one with a `%`, which the URL parser's IDNA would
+ * percent-decode (`ex%41mple.com` is no spelling of example.com in mail).
  */
 export function canonicalDomain(domain: string): string {
   const lower = domain.toLowerCase();
-  if (PLAIN_ASCII_DOMAIN.test(lower) && !lower.includes("xn--")) return lower;
+  if ((PLAIN_ASCII_DOMAIN.test(lower) && !lower.includes("xn--")) || lower.includes("%")) return lower;
   const ascii = domainToASCII(lower);
   return ascii === "" ? lower : domainToUnicode(ascii);
 }
