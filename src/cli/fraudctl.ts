@@ -4,7 +4,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import v8 from "node:v8";
-import { create, toJson } from "@bufbuild/protobuf";
+import { create, getOption, toJson } from "@bufbuild/protobuf";
 import type { AuditActor } from "../audit/entry.js";
 import { AuditLog } from "../audit/log.js";
 import { AuditSigner, MissingAuditKeyError, importPublicKeyPem, publicKeyFingerprint } from "../audit/signer.js";
@@ -27,9 +27,10 @@ import type { Tenant } from "../store/tenant.js";
 import { Outbox } from "../outbox/outbox.js";
 import { ConsortiumMembership, membershipProblems } from "../consortium/membership.js";
 import { ConsortiumRepository } from "../store/consortium.js";
-import { ListDeadLettersResponseSchema } from "../../gen/fraud/v1/dead_letter_pb.js";
+import { ListDeadLettersRequestSchema, ListDeadLettersResponseSchema } from "../../gen/fraud/v1/dead_letter_pb.js";
+import { validate } from "../../gen/fraud/v1/options_pb.js";
 import { JSON_WRITE_OPTIONS } from "../api/contract.js";
-import { taskIdOf, toDeadLetter } from "../services/dead-letters.js";
+import { DEFAULT_DEAD_LETTER_PAGE, taskIdOf, toDeadLetter } from "../services/dead-letters.js";
 
 /** Where the CLI writes; tests pass their own. */
 export interface CliIo {
@@ -376,6 +377,9 @@ function publicKeyFile(file: string): KeyObject {
   }
 }
 
+/** The largest int32, the type of the API's page parameters. */
+const INT32_MAX = 2 ** 31 - 1;
+
 function dlqCommand(action: Action<"dlq">, args: string[], db: Db, accounts: AccountRepository, clock: Clock, io: CliIo): number {
   const { values, positionals } = parseArgs({
     args,
@@ -394,13 +398,16 @@ function dlqCommand(action: Action<"dlq">, args: string[], db: Db, accounts: Acc
   // The CLI only reads and re-queues rows: the server's runner carries the replayed tasks out.
   const outbox = new Outbox(db, clock, silentLogger);
   if (action === "list") {
-    // The bounds of the API's ListDeadLettersRequest (limit 1 to 100, offset an int32 from 0).
-    const count = (name: string, raw: string | undefined, fallback: number, min: number, max: number) => {
+    // The bounds the API's ListDeadLettersRequest declares (its validate options; an int32 at most).
+    const count = (field: "limit" | "offset", fallback: number) => {
+      const rules = getOption(ListDeadLettersRequestSchema.field[field], validate);
+      const [min, max] = [rules.min ?? 0, rules.max ?? INT32_MAX];
+      const raw = values[field];
       const value = raw === undefined ? fallback : Number(raw);
-      if (!Number.isInteger(value) || value < min || value > max) throw new UsageError(`--${name} must be an integer from ${min} to ${max}`);
+      if (!Number.isInteger(value) || value < min || value > max) throw new UsageError(`--${field} must be an integer from ${min} to ${max}`);
       return value;
     };
-    const found = outbox.deadLetters(tenant, count("limit", values.limit, 50, 1, 100), count("offset", values.offset, 0, 0, 2 ** 31 - 1));
+    const found = outbox.deadLetters(tenant, count("limit", DEFAULT_DEAD_LETTER_PAGE), count("offset", 0));
     // The JSON the API answers (GET /api/v1/dead-letters), through the same mapping.
     const page = toJson(ListDeadLettersResponseSchema, create(ListDeadLettersResponseSchema, { deadLetters: found.map(toDeadLetter), count: found.length }), JSON_WRITE_OPTIONS) as {
       deadLetters: Array<{ id: string; kind: string; attempts: number; failedAt: string; lastError: string }>;

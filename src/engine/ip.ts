@@ -62,8 +62,13 @@ export function isReservedRangeType(rangeType: IpRangeType): boolean {
  * would tie every user behind that backend together.
  */
 export function publicIpText(input: string): string {
+  return publicIp(input)?.text ?? "";
+}
+
+/** `input` parsed, when it is a public address; null for any other text. */
+function publicIp(input: string): ParsedIp | null {
   const ip = input === "" ? null : parseIp(input);
-  return ip !== null && classifyIp(ip) === "public" ? ip.text : "";
+  return ip !== null && classifyIp(ip) === "public" ? ip : null;
 }
 
 /** The bits above an embedded IPv4 address's 32. */
@@ -77,16 +82,10 @@ export function parseIp(input: string): ParsedIp | null {
   const zoneIndex = trimmed.indexOf("%");
   const address = zoneIndex === -1 ? trimmed : trimmed.slice(0, zoneIndex);
   const version = isIP(address);
-  if (version === 4) {
-    const value = parseIpv4(address);
-    return { version: 4, value, text: formatIpv4(value) };
-  }
+  if (version === 4) return ipv4(parseIpv4(address));
   if (version === 6) {
     const value = parseIpv6(address);
-    if ((value & ABOVE_IPV4_MASK) === IPV4_MAPPED_PREFIX) {
-      const v4 = Number(value & 0xffffffffn);
-      return { version: 4, value: v4, text: formatIpv4(v4) };
-    }
+    if ((value & ABOVE_IPV4_MASK) === IPV4_MAPPED_PREFIX) return ipv4(Number(value & 0xffffffffn));
     return { version: 6, value, text: formatIpv6(value) };
   }
   return null;
@@ -100,8 +99,11 @@ export function parseIp(input: string): ParsedIp | null {
  */
 export function nat64Client(ip: ParsedIp): ParsedIp | undefined {
   if (ip.version !== 6 || (ip.value & ABOVE_IPV4_MASK) !== NAT64_PREFIX) return undefined;
-  const v4 = Number(ip.value & 0xffffffffn);
-  return { version: 4, value: v4, text: formatIpv4(v4) };
+  return ipv4(Number(ip.value & 0xffffffffn));
+}
+
+function ipv4(value: number): ParsedIp {
+  return { version: 4, value, text: formatIpv4(value) };
 }
 
 /** Parses a dotted-quad already validated by net.isIP. */
@@ -237,8 +239,7 @@ export function classifyIp(ip: ParsedIp): IpRangeType {
   }
   // A 6to4 site is no more public than the IPv4 address it is reached through (2002:a00:1:: is 10.0.0.1's).
   if (ip.value >= SIX_TO_FOUR.first && ip.value <= SIX_TO_FOUR.last) {
-    const embedded = Number((ip.value >> 80n) & 0xffffffffn);
-    return classifyIp({ version: 4, value: embedded, text: formatIpv4(embedded) });
+    return classifyIp(ipv4(Number((ip.value >> 80n) & 0xffffffffn)));
   }
   // Everything outside 2000::/3 that is not listed above is unassigned by IANA.
   const inGlobalUnicast = ip.value >= IPV6_GLOBAL_UNICAST.first && ip.value <= IPV6_GLOBAL_UNICAST.last;
@@ -262,8 +263,8 @@ export function clientNetwork(ip: string): string {
  * address of its /64.
  */
 export function publicClientNetwork(input: string): string {
-  const ip = input === "" ? null : parseIp(input);
-  return ip !== null && classifyIp(ip) === "public" ? networkOf(ip) : "";
+  const ip = publicIp(input);
+  return ip === null ? "" : networkOf(ip);
 }
 
 const LOW_64_BITS = (1n << 64n) - 1n;

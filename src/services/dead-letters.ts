@@ -6,7 +6,8 @@ import { apiError } from "../api/errors.js";
 import type { DeadLetter, Outbox } from "../outbox/outbox.js";
 import { callerScope } from "./scope.js";
 
-const DEFAULT_PAGE = 50;
+/** Dead letters a page holds when `limit` is left out: the API's and fraudctl's. */
+export const DEFAULT_DEAD_LETTER_PAGE = 50;
 /** Dead letters are outbox rows; their public id is the row id behind this prefix. */
 const ID_PREFIX = "dlq_";
 
@@ -39,7 +40,7 @@ export function createDeadLetterService(deps: { outbox: Outbox }): ServiceImpl<t
   return {
     listDeadLetters(request, ctx) {
       const { tenant } = callerScope(ctx.values);
-      const letters = deps.outbox.deadLetters(tenant, request.limit ?? DEFAULT_PAGE, request.offset ?? 0);
+      const letters = deps.outbox.deadLetters(tenant, request.limit ?? DEFAULT_DEAD_LETTER_PAGE, request.offset ?? 0);
       return { deadLetters: letters.map(toDeadLetter), count: letters.length };
     },
     replayDeadLetter(request, ctx) {

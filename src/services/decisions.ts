@@ -193,9 +193,11 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       // A key is the caller's own among the keys of its kind: the publishable key is public (it ships in browser
       // code), and what it claims must never be what the account's backend gets answered for its secret key's call.
       const idempotencyKey = header === undefined ? undefined : `${keyKind}:${header}`;
+      // The request as evaluated and stored, its address resolved.
+      const requestJson = toJson(DecideRequestSchema, resolved);
       if (idempotencyKey !== undefined) {
-        // The request as evaluated, its address resolved: a retry from elsewhere is another request, not a replay.
-        requestHash = sha256Hex(canonicalJson(toJson(DecideRequestSchema, resolved)));
+        // Hashed as evaluated: a retry from another address is another request, not a replay.
+        requestHash = sha256Hex(canonicalJson(requestJson));
         const earlier = deps.idempotency.find(tenant, idempotencyKey, now);
         if (earlier) return replay(earlier.requestHash, requestHash, earlier.response);
       }
@@ -234,7 +236,6 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
           requestId,
           processingTimeMs,
         });
-        const requestJson = toJson(DecideRequestSchema, resolved);
         const details: DecisionDetails = {
           request: requestJson,
           reasons,

@@ -147,8 +147,9 @@ export class HistoryRepository {
   /**
    * What the store knows before this request (earlier decisions only). `keys`
    * are the entities' keys as the graph keys them (graph/entities.ts:
-   * canonical e-mail and IP, so a notation variant of an address does not
-   * start a fresh count); the caller computes them once for both.
+   * canonical e-mail, an IPv6 address as its /64, so neither a notation
+   * variant nor another address of the prefix starts a fresh count); the
+   * caller computes them once for both.
    */
   snapshot(tenant: Tenant, entities: DecisionEntities, keys: EntityKeys, now: number, paymentCurrency = "", inFlight: InFlightCounts = NONE_IN_FLIGHT): HistorySnapshot {
     const inFlightIds = [...new Set(Object.values(inFlight.decisions).flat(2))];

@@ -226,7 +226,6 @@ export class EventStream {
   }
 }
 
-/** A WebSocket handshake that ws would refuse, checked as it checks (RFC 6455 section 4.2.1). */
 /** A refusal of a request to the stream's path: its code, message and the headers it needs. */
 interface StreamRefusal {
   code: ErrorCode;
@@ -238,7 +237,7 @@ const NOT_A_GET: StreamRefusal = { code: "METHOD_NOT_ALLOWED", message: "the eve
 
 /**
  * What a plain request to the stream's path (no Upgrade: someone trying it with curl, say) is answered: the
- * HTTP server gives it to the REST dispatcher, not to {@link EventStream.upgrade}.
+ * HTTP server gives it to the dispatcher, not to {@link EventStream.handleUpgrade}.
  */
 export function plainRequestRefusal(method: string | undefined): StreamRefusal {
   if (method !== "GET") return NOT_A_GET;
@@ -249,6 +248,7 @@ export function plainRequestRefusal(method: string | undefined): StreamRefusal {
   };
 }
 
+/** A WebSocket handshake that ws would refuse, checked as it checks (RFC 6455 section 4.2.1). */
 function handshakeProblem(req: http.IncomingMessage): StreamRefusal | undefined {
   if (req.method !== "GET") return NOT_A_GET;
   const key = req.headers["sec-websocket-key"];

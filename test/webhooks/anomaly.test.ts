@@ -67,18 +67,18 @@ describe("anomaly.detected", () => {
 
   it("fires at a jump of exactly 30 points, counted in whole decisions (35 of 50 against 20 of 50), and not at 29", async () => {
     const before = anomalies.length;
-    const exact = server.createAccount("Exact", { decide: 1000 });
-    await decide(exact.keys.test.secret, false, 30);
-    await decide(exact.keys.test.secret, true, 20);
-    await decide(exact.keys.test.secret, false, 15);
-    await decide(exact.keys.test.secret, true, 35);
+    /** A fresh account's two windows: `previous` denies of 50, then `latest` denies of 50, the allows first in each. */
+    const windows = async (name: string, previous: number, latest: number) => {
+      const key = server.createAccount(name, { decide: 1000 }).keys.test.secret;
+      for (const denies of [previous, latest]) {
+        await decide(key, false, ANOMALY_WINDOW - denies);
+        await decide(key, true, denies);
+      }
+    };
+    await windows("Exact", 20, 35);
     expect(anomalies.slice(before)).toHaveLength(1);
     expect(anomalies.at(-1)?.data.metrics).toMatchObject({ denies: 35, denyRate: 0.7, baselineDenyRate: 0.4 });
-    const short = server.createAccount("Short", { decide: 1000 });
-    await decide(short.keys.test.secret, false, 30);
-    await decide(short.keys.test.secret, true, 20);
-    await decide(short.keys.test.secret, false, 16);
-    await decide(short.keys.test.secret, true, 34);
+    await windows("Short", 20, 34);
     expect(anomalies.slice(before)).toHaveLength(1);
   }, 60_000);
 });
