@@ -140,6 +140,18 @@ describe("one port, four protocols", () => {
       });
       expect(error?.code, error?.details).toBe(grpc.status.UNIMPLEMENTED);
       expect(error?.details).toMatch(/no RPC method fraud\.v1\.DecisionService\/Nope/);
+      // A streaming call that never ends its side (a bidi stream, reflection on a wrong base URL) gets the status
+      // at once, not a reset when the request timeout (30 s) closes it: with a 5 s deadline it would read DEADLINE_EXCEEDED.
+      const streamed = await new Promise<grpc.ServiceError>((resolve) => {
+        const call = client.makeBidiStreamRequest("/fraud.v1.DecisionService/NopeStream", (m: Buffer) => m, (b: Buffer) => b, new grpc.Metadata(), {
+          deadline: Date.now() + 5_000,
+        });
+        call.on("error", resolve);
+        call.on("data", () => undefined);
+        call.write(Buffer.alloc(16));
+      });
+      expect(streamed.code, streamed.details).toBe(grpc.status.UNIMPLEMENTED);
+      expect(streamed.details).toMatch(/no RPC method fraud\.v1\.DecisionService\/NopeStream/);
     } finally {
       client.close();
     }
@@ -169,7 +181,7 @@ describe("one port, four protocols", () => {
     expect(binary.status).toBe(404);
     expect(await binary.json()).toMatchObject({ code: "unimplemented", message: expect.stringMatching(/Nope/) });
     const metrics = await (await fetch(`${server.url}/api/metrics`)).text();
-    expect(metrics).toMatch(/fraud_requests_total\{route="unmatched",protocol="grpc",outcome="client_error",code="NOT_IMPLEMENTED"\} 1/);
+    expect(metrics).toMatch(/fraud_requests_total\{route="unmatched",protocol="grpc",outcome="client_error",code="NOT_IMPLEMENTED"\} 2/);
   });
 
   it("serves gRPC over h2c to @grpc/grpc-js, the canonical client", async () => {

@@ -228,10 +228,13 @@ export class Dispatcher {
     context.error = new ConnectError(message, Code.Unimplemented);
     const contentType = req.headers["content-type"] ?? "";
     context.protocol = rpcProtocol(contentType);
-    // The message is read and dropped first (nothing of it is kept): an answer ending the stream before the
-    // client has sent it all reaches an HTTP/2 client as a reset, not as the status. A client that never
-    // ends it meets the request timeout.
-    if (!req.complete) {
+    // What the client sends is dropped. Over HTTP/2 the answer goes at once, while the rest still arrives: a
+    // streaming client (buf curl's reflection on a wrong base URL, a bidi call) may never end its side, and
+    // would otherwise wait for the request timeout and read a reset instead of the status. Over HTTP/1.1 the
+    // message is read first: an answer before the upload's end would leave the client blocked in it.
+    if ("stream" in res) {
+      req.resume();
+    } else if (!req.complete) {
       await new Promise<void>((resolve) => {
         req.on("data", () => undefined);
         req.once("end", resolve).once("close", resolve).once("error", () => resolve());
