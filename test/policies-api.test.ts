@@ -129,12 +129,35 @@ describe("policies", () => {
     expect((await call<ErrorJson>("DELETE", "/api/v1/policies/pol_default_thresholds")).status).toBe(409);
     expect((await call<ErrorJson>("PUT", "/api/v1/policies/pol_default_thresholds", { name: "x", rules: [{ condition: "true", action: "allow" }] })).status).toBe(409);
     // Nor can another policy take its name, to be listed beside it.
-    for (const name of ["Default Thresholds", "Default Thresholds ", "default  thresholds", "ＤＥＦＡＵＬＴ Thresholds"]) {
+    for (const name of ["Default Thresholds", "Default Thresholds ", "default  thresholds", "ＤＥＦＡＵＬＴ Thresholds", "Default\u200b Thresholds", "\u200eDefault Thresholds\u2060"]) {
       const namesake = await call<ErrorJson>("POST", "/api/v1/policies", { name, rules: [{ condition: "score > 99", action: "deny" }] });
       expect(namesake.status, name).toBe(400);
       expect(namesake.body.error.details.fieldViolations).toEqual([{ field: "name", description: "is the built-in policy's name" }]);
     }
     expect((await call("POST", "/api/v1/policies", { name: "Default Thresholds v2", rules: [{ condition: "score > 99", action: "deny" }] })).status).toBe(201);
+    // A name is one line of text.
+    for (const name of ["a\u0000b", "two\nlines", "tab\there"]) {
+      const refused = await call<ErrorJson>("POST", "/api/v1/policies", { name, rules: [{ condition: "score > 99", action: "deny" }] });
+      expect(refused.status, name).toBe(400);
+      expect(refused.body.error.details.fieldViolations?.[0]).toMatchObject({ field: "name", description: expect.stringMatching(/^must be one line of text: it holds the control character U\+00(00|0A|09)$/) });
+    }
+  });
+
+  it("refuses an update made from a version that is no longer current with 409, saving nothing", async () => {
+    const created = (await call<PolicyJson>("POST", "/api/v1/policies", { name: "shared", rules: [{ condition: "score > 99", action: "deny" }] })).body;
+    const rules = [{ condition: "score > 99", action: "deny" }, { condition: "signals.network.tor", action: "deny" }];
+    // Two people read version 1; the first saves it as version 2.
+    expect((await call<PolicyJson>("PUT", `/api/v1/policies/${created.id}`, { name: "shared", rules, version: 1 })).body).toMatchObject({ version: 2 });
+    const stale = await call<ErrorJson>("PUT", `/api/v1/policies/${created.id}`, { name: "shared", priority: 200, rules: rules.slice(0, 1), version: 1 });
+    expect(stale.status).toBe(409);
+    expect(stale.body.error).toMatchObject({ code: "CONFLICT", message: `policy ${created.id} is at version 2, not 1: it was saved since; read it again and apply your change to that version` });
+    expect((await call<PolicyJson>("GET", `/api/v1/policies/${created.id}`)).body).toMatchObject({ version: 2, priority: 0, rules });
+    // Made from the current version, or without saying which, the update goes through.
+    expect((await call<PolicyJson>("PUT", `/api/v1/policies/${created.id}`, { name: "shared", priority: 200, rules, version: 2 })).body).toMatchObject({ version: 3, priority: 200 });
+    expect((await call<PolicyJson>("PUT", `/api/v1/policies/${created.id}`, { name: "shared", rules })).body).toMatchObject({ version: 4, priority: 0 });
+    const invalid = await call<ErrorJson>("PUT", `/api/v1/policies/${created.id}`, { name: "shared", rules, version: 0 });
+    expect(invalid.status).toBe(400);
+    expect(invalid.body.error.details.fieldViolations?.[0]?.field).toBe("version");
   });
 });
 
@@ -416,6 +439,49 @@ describe("list changes", () => {
     expect(await reasonsFor("mallory")).not.toContain("DENYLISTED");
   });
 
+  it("keep one entry per entity: a range of one address is the address, a user id is kept as decide compares it", async () => {
+    const as = <T>(method: string, path: string, body?: unknown) => call<T>(method, path, body, testKey);
+    const entriesOf = async (name: string) => (await as<{ data: { entries: Array<{ value: string }> } }>("GET", `/api/v1/lists/${name}`)).body.data.entries.map((entry) => entry.value);
+    expect((await as("PUT", "/api/v1/lists/host_ips", { kind: "ip", type: "deny" })).status).toBe(200);
+    const added = await as<{ data: { added: number; updated: number } }>("POST", "/api/v1/lists/host_ips/entries", {
+      entries: [{ value: "81.2.69.161/32" }, { value: "81.2.69.161" }, { value: "::ffff:81.2.69.162/128" }, { value: "2a02:c7f:8::1/128" }],
+    });
+    expect(added.body.data).toEqual({ added: 3, updated: 1 });
+    expect((await entriesOf("host_ips")).sort()).toEqual(["2a02:c7f:8::1", "81.2.69.161", "81.2.69.162"]);
+    // Removed by either spelling.
+    expect((await as<{ data: { removed: number } }>("POST", "/api/v1/lists/host_ips/remove", { values: ["81.2.69.161", "81.2.69.162/32"] })).body.data.removed).toBe(2);
+    expect(await entriesOf("host_ips")).toEqual(["2a02:c7f:8::1"]);
+
+    // A user id with spaces is another user id: stored and matched exactly, as decide takes it.
+    expect((await as("PUT", "/api/v1/lists/spaced_users", { kind: "user", type: "deny" })).status).toBe(200);
+    expect((await as("POST", "/api/v1/lists/spaced_users/entries", { entries: [{ value: " alice " }] })).status).toBe(200);
+    expect(await entriesOf("spaced_users")).toEqual([" alice "]);
+    const reasonsOf = async (userId: string) => (await as<{ data: { reasons: string[] } }>("POST", "/api/v1/decide", { userId, action: "login", ip: UK_IP })).body.data.reasons;
+    expect(await reasonsOf(" alice ")).toContain("DENYLISTED");
+    expect(await reasonsOf("alice")).not.toContain("DENYLISTED");
+    const blank = await as<ErrorJson>("POST", "/api/v1/lists/spaced_users/entries", { entries: [{ value: "  " }] });
+    expect(blank.body.error.details.fieldViolations).toEqual([{ field: "entries[0].value", description: "is required" }]);
+  });
+
+  it("refuse an e-mail entry that is no address, saying how to match a domain, and still remove one stored before", async () => {
+    const as = <T>(method: string, path: string, body?: unknown) => call<T>(method, path, body, testKey);
+    expect((await as("PUT", "/api/v1/lists/spam_emails", { kind: "email", type: "deny" })).status).toBe(200);
+    const refused = await as<ErrorJson>("POST", "/api/v1/lists/spam_emails/entries", {
+      entries: [{ value: "@spam-domain.com" }, { value: "foo" }, { value: "a@@b.com" }, { value: "Ok@Example.com" }],
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.body.error.details.fieldViolations).toEqual([
+      { field: "entries[0].value", description: "is a domain, not an e-mail address: an e-mail list matches whole addresses; match a domain with a rule on signals.email.domain" },
+      { field: "entries[1].value", description: "is not an e-mail address (local-part@domain, as decide judges signals.email.valid)" },
+      { field: "entries[2].value", description: "is not an e-mail address (local-part@domain, as decide judges signals.email.valid)" },
+    ]);
+    expect((await as<{ data: { list: { entryCount: number } } }>("GET", "/api/v1/lists/spam_emails")).body.data.list.entryCount).toBe(0);
+    // As an earlier release took it: still removable by what the list shows.
+    const account = server.app.db.prepare("SELECT account_id AS id FROM lists WHERE name = 'spam_emails'").get() as { id: string };
+    server.app.db.prepare("INSERT INTO list_entries VALUES (?, 'test', 'spam_emails', '@spam-domain.com', NULL, ?)").run(account.id, clock.now());
+    expect((await as<{ data: { removed: number } }>("POST", "/api/v1/lists/spam_emails/remove", { values: ["@spam-domain.com"] })).body.data.removed).toBe(1);
+  });
+
   it("refuses an automatic allow list with 400 naming the field, storing nothing", async () => {
     const owner = server.createAccount("Automatic lists").keys.live.secret;
     const as = <T>(method: string, path: string, body?: unknown) => call<T>(method, path, body, owner);
@@ -489,6 +555,10 @@ describe("limits on what an account holds", () => {
       expect(refused.status).toBe(400);
       expect(refused.body.error.details.fieldViolations).toEqual([{ field: "rules", description: "its conditions hold 19995 characters together, more than the 16384 allowed" }]);
     }
+    // Characters are code points, as each condition's own limit counts them: an emoji is one.
+    const emoji = `userId == "${"😀".repeat(4_082)}"`;
+    expect(emoji.length).toBe(8_176);
+    expect((await call<PolicyJson>("POST", "/api/v1/policies", { name: "emoji", rules: Array.from({ length: 4 }, () => ({ condition: emoji, action: "deny" })) }, owner)).status).toBe(201);
     expect((await call<PolicyJson>("POST", "/api/v1/policies", { name: "just fits", rules: Array.from({ length: 4 }, () => ({ condition: conditionOf(4_096), action: "deny" })) }, owner)).status).toBe(201);
   });
 

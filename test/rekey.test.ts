@@ -1,4 +1,5 @@
-// Upgrading stored entity keys: IPv6 addresses to their /64, e-mail domains to one spelling (src/graph/rekey.ts).
+// Upgrading stored entity keys: IPv6 addresses to their /64, e-mail domains to one spelling, IP list entries of one
+// address to the address (src/graph/rekey.ts).
 import { afterAll, describe, expect, it } from "vitest";
 import { AuditLog } from "../src/audit/log.js";
 import { AuditSigner } from "../src/audit/signer.js";
@@ -44,6 +45,18 @@ describe("an installation whose stored keys an earlier release spelt otherwise",
       entry.run(tenant.accountId, tenant.environment, value, expiresAt);
     }
 
+    // A range of one address, beside the address itself or alone; a /32 of IPv6 is a range, left as it is.
+    lists.put(tenant, { name: "blocked_ips", kind: "ip", type: "deny", description: "", automatic: false }, 1_000);
+    const ipEntry = db.prepare("INSERT INTO list_entries VALUES (?, ?, 'blocked_ips', ?, ?, 1000)");
+    for (const [value, expiresAt] of [
+      ["81.2.69.161/32", later],
+      ["81.2.69.161", null],
+      ["2a02:c7f:8::1/128", later],
+      ["2001:db8::/32", null],
+    ] as const) {
+      ipEntry.run(tenant.accountId, tenant.environment, value, expiresAt);
+    }
+
     const logged: unknown[] = [];
     const logger: Logger = { log: (_level, _message, fields) => logged.push(fields) };
     rekeyStoredEntities({ db, lists, audit, clock: new ManualClock(), logger });
@@ -55,18 +68,24 @@ describe("an installation whose stored keys an earlier release spelt otherwise",
     const graph = new GraphRepository(db);
     expect(graph.lookup(tenant, entityKeys({ userId: "other", ip: "2a02:c7f:8::99", deviceId: "", email: "" }))).toMatchObject({ linkedToFraud: true, hops: 1 });
     expect(graph.lookup(tenant, entityKeys({ userId: "other", ip: "", deviceId: "", email: "MULE@bücher.de" }))).toMatchObject({ linkedToFraud: true, hops: 1 });
-    expect(db.prepare("SELECT value, expires_at FROM list_entries ORDER BY value").all()).toEqual([
+    expect(db.prepare("SELECT value, expires_at FROM list_entries WHERE list_name = 'blocked_ips' ORDER BY value").all()).toEqual([
+      { value: "2001:db8::/32", expires_at: null },
+      { value: "2a02:c7f:8::1", expires_at: later },
+      { value: "81.2.69.161", expires_at: null },
+    ]);
+    expect(db.prepare("SELECT value, expires_at FROM list_entries WHERE list_name = 'bad_emails' ORDER BY value").all()).toEqual([
       { value: "bob@example.com", expires_at: null },
       { value: "carol@example.com", expires_at: null },
       { value: "jane@münchen.de", expires_at: null },
       // A domain with a % is no other spelling of anything: left as it is, and removable as shown.
       { value: "pct@ex%41mple.com", expires_at: null },
     ]);
-    expect(logged).toEqual([undefined, { graphEdges: 2, graphLabels: 2, listEntries: 2 }]);
-    // The list's change is audited, as an analyst's would be.
-    const entries = db.prepare("SELECT actor, action, body FROM audit_log WHERE action = 'list.updated'").all() as Array<{ actor: string; action: string; body: string }>;
-    expect(entries.map((row) => row.actor)).toEqual(["system"]);
-    expect(JSON.parse(entries[0]?.body ?? "{}")).toMatchObject({ subject: "bad_emails", data: { respelled: 2, values: "bob@ｅxample.com → bob@example.com, jane@xn--mnchen-3ya.de → jane@münchen.de" } });
+    expect(logged).toEqual([{ listEntries: 2 }, undefined, { graphEdges: 2, graphLabels: 2, listEntries: 2 }]);
+    // The lists' changes are audited, as an analyst's would be.
+    const entries = db.prepare("SELECT actor, action, body FROM audit_log WHERE action = 'list.updated' ORDER BY seq").all() as Array<{ actor: string; action: string; body: string }>;
+    expect(entries.map((row) => row.actor)).toEqual(["system", "system"]);
+    expect(JSON.parse(entries[0]?.body ?? "{}")).toMatchObject({ subject: "blocked_ips", data: { respelled: 2, values: "2a02:c7f:8::1/128 → 2a02:c7f:8::1, 81.2.69.161/32 → 81.2.69.161" } });
+    expect(JSON.parse(entries[1]?.body ?? "{}")).toMatchObject({ subject: "bad_emails", data: { respelled: 2, values: "bob@ｅxample.com → bob@example.com, jane@xn--mnchen-3ya.de → jane@münchen.de" } });
 
     // Once per database: what is stored later, however spelt, is left alone.
     label.run(tenant.accountId, tenant.environment, "i:2a02:c7f:9::1", "dec_later");

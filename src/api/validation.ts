@@ -331,6 +331,10 @@ function formatProblem(format: StringFormat, value: string): string | undefined 
       }
       return url.protocol === "http:" || url.protocol === "https:" ? undefined : "must be an http or https URL";
     }
+    case StringFormat.SINGLE_LINE: {
+      const control = /\p{Cc}/u.exec(value);
+      return control === null ? undefined : `must be one line of text: it holds the control character U+${control[0].codePointAt(0)?.toString(16).toUpperCase().padStart(4, "0")}`;
+    }
     default:
       return undefined;
   }

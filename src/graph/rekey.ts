@@ -21,7 +21,19 @@ const REPAIR = "entity-keys-ipv6-network-and-email-domain";
  * function {@link CURRENT_KEY} the key each has now.
  */
 const STALE_ENTITY = `((entity LIKE 'i:%:%' AND entity NOT LIKE '%/64') OR (entity LIKE 'e:%' AND (entity LIKE '%xn--%' OR entity GLOB '*[^ -~]*')))`;
-const STALE_EMAIL_ENTRY = `(e.value LIKE '%xn--%' OR e.value GLOB '*[^ -~]*')`;
+/** List entries an earlier release stored in a spelling they no longer have, by kind, with why they changed. */
+const STALE_LIST_ENTRIES = {
+  email: {
+    where: `(e.value LIKE '%xn--%' OR e.value GLOB '*[^ -~]*')`,
+    reason: "e-mail entries given the one spelling of their domain (punycode, Unicode and fullwidth forms are one)",
+  },
+  ip: {
+    where: `(e.value LIKE '%/32' OR e.value LIKE '%/128')`,
+    reason: "ranges of one address stored as that address (81.2.69.161/32 is 81.2.69.161)",
+  },
+} as const;
+/** The second repair (2026-11-22): IP list entries that were a range of one address, beside the address. */
+const HOST_RANGE_REPAIR = "list-entries-ip-host-ranges-as-addresses";
 /** The SQL function the repair registers on the connection: a stored key's current form. */
 const CURRENT_KEY = "fraud_current_entity_key";
 
@@ -55,10 +67,16 @@ interface Deps {
  *
  * Set-based: the graph's rows are moved by two statements per table, not
  * through JavaScript, so memory does not grow with the graph.
+ *
+ * First, in a repair of its own, IP list entries that are a range of one
+ * address (`81.2.69.161/32`) become that address, which the same address
+ * added later would otherwise have stood beside, and which removing the
+ * address would not have removed.
  */
 export function rekeyStoredEntities(deps: Deps): void {
   const { db } = deps;
   const repairs = new RepairLog(db);
+  respellHostRanges(deps, repairs);
   if (repairs.done(REPAIR)) return;
   // A new installation has nothing to move, and nothing to say.
   const hasGraph = db.prepare("SELECT 1 FROM graph_edges LIMIT 1").get() !== undefined;
@@ -70,7 +88,7 @@ export function rekeyStoredEntities(deps: Deps): void {
     if (repairs.done(REPAIR)) return;
     changed.graphEdges = rekeyGraphTable(db, "graph_edges", ["account_id", "environment", "entity", "created_at", "decision_id"]);
     changed.graphLabels = rekeyGraphTable(db, "graph_labels", ["account_id", "environment", "entity", "decision_id"]);
-    changed.listEntries = respellEmailEntries(deps);
+    changed.listEntries = respellListEntries(deps, "email");
     repairs.markDone(REPAIR, deps.clock.now());
   }).immediate();
   if (changed.graphEdges + changed.graphLabels + changed.listEntries > 0) deps.logger.log("info", "gave stored entities the keys they have now", changed);
@@ -85,20 +103,32 @@ function rekeyGraphTable(db: Db, table: "graph_edges" | "graph_labels", columns:
   return db.prepare(`DELETE FROM ${table} WHERE ${stale}`).run().changes;
 }
 
+/** IP list entries `a.b.c.d/32` and `x::y/128` as the address they are, once per database. */
+function respellHostRanges(deps: Deps, repairs: RepairLog): void {
+  if (repairs.done(HOST_RANGE_REPAIR)) return;
+  deps.db.transaction(() => {
+    if (repairs.done(HOST_RANGE_REPAIR)) return;
+    const respelled = respellListEntries(deps, "ip");
+    repairs.markDone(HOST_RANGE_REPAIR, deps.clock.now());
+    if (respelled > 0) deps.logger.log("info", "stored IP list entries of one address as that address", { listEntries: respelled });
+  }).immediate();
+}
+
 /**
- * E-mail list entries in their one spelling. Two spellings of one entry
+ * A kind's list entries in their current spelling. Two spellings of one entry
  * become one that lasts as long as the longer-lived of them (one that never
  * expires wins). Each list changed is audited (actor `system`), as an
  * analyst's change would be.
  */
-function respellEmailEntries(deps: Deps): number {
+function respellListEntries(deps: Deps, kind: keyof typeof STALE_LIST_ENTRIES): number {
   const { db } = deps;
+  const stale = STALE_LIST_ENTRIES[kind];
   const rows = db
-    .prepare<[], { account_id: string; environment: string; list_name: string; value: string; expires_at: number | null; created_at: number }>(
+    .prepare<[string], { account_id: string; environment: string; list_name: string; value: string; expires_at: number | null; created_at: number }>(
       `SELECT e.* FROM list_entries e JOIN lists l ON l.account_id = e.account_id AND l.environment = e.environment AND l.name = e.list_name
-        WHERE l.kind = 'email' AND ${STALE_EMAIL_ENTRY}`,
+        WHERE l.kind = ? AND ${stale.where}`,
     )
-    .all();
+    .all(kind);
   const upsert = db.prepare(
     `INSERT INTO list_entries VALUES (@account_id, @environment, @list_name, @value, @expires_at, @created_at)
      ON CONFLICT DO UPDATE SET expires_at =
@@ -107,7 +137,7 @@ function respellEmailEntries(deps: Deps): number {
   const remove = db.prepare("DELETE FROM list_entries WHERE account_id = @account_id AND environment = @environment AND list_name = @list_name AND value = @value");
   const byList = new Map<string, { tenant: Tenant; list: string; respelled: string[] }>();
   for (const row of rows) {
-    const value = normalizeListEntry("email", row.value);
+    const value = normalizeListEntry(kind, row.value);
     if (value === null || value === row.value) continue;
     upsert.run({ ...row, value });
     remove.run(row);
@@ -124,7 +154,7 @@ function respellEmailEntries(deps: Deps): number {
       actor: "system",
       action: "list.updated",
       subject: group.list,
-      data: { respelled: group.respelled.length, reason: "e-mail entries given the one spelling of their domain (punycode, Unicode and fullwidth forms are one)", values: group.respelled.join(", ") },
+      data: { respelled: group.respelled.length, reason: stale.reason, values: group.respelled.join(", ") },
     });
     respelled += group.respelled.length;
   }

@@ -63,23 +63,35 @@ export function isUsableNewListName(name: string): boolean {
 
 /**
  * The stored form of an entry, or null when it is not valid for the kind.
- * E-mails compare case-insensitively (lower-cased); IP entries are canonical
- * addresses or CIDR ranges, so `::ffff:10.0.0.1` and `10.0.0.1` are one entry.
- * Use it when entries are saved, so a snapshot never meets a bad entry.
+ * E-mails compare case-insensitively (lower-cased, surrounding spaces
+ * ignored); IP entries are canonical addresses or CIDR ranges, so
+ * `::ffff:10.0.0.1`, `10.0.0.1/32` and `10.0.0.1` are one entry. User and
+ * device ids are kept exactly as given, as decide compares them. Use it when
+ * entries are saved, so a snapshot never meets a bad entry.
  */
 export function normalizeListEntry(kind: ListKind, entry: string): string | null {
-  const trimmed = entry.trim();
-  if (trimmed === "") return null;
   switch (kind) {
-    case "email":
-      return canonicalEmail(trimmed);
+    case "email": {
+      const trimmed = entry.trim();
+      return trimmed === "" ? null : canonicalEmail(trimmed);
+    }
     case "ip": {
-      if (trimmed.includes("/")) return canonicalCidr(trimmed);
-      return parseIp(trimmed)?.text ?? null;
+      const trimmed = entry.trim();
+      if (!trimmed.includes("/")) return parseIp(trimmed)?.text ?? null;
+      const range = canonicalCidr(trimmed);
+      return range === null ? null : addressOfHostRange(range);
     }
     default:
-      return trimmed;
+      // Decide refuses a blank user id, so a blank entry could never match.
+      return entry.trim() === "" ? null : entry;
   }
+}
+
+/** A canonical range of one address (`/32`, `/128`) is that address: else it would be a second entry for it. */
+export function addressOfHostRange(range: string): string {
+  const slash = range.lastIndexOf("/");
+  const hostBits = range.includes(":") ? "128" : "32";
+  return range.slice(slash + 1) === hostBits ? range.slice(0, slash) : range;
 }
 
 class ExactMatcher implements ListMatcher {

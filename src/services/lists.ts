@@ -6,6 +6,7 @@ import { apiError } from "../api/errors.js";
 import type { Clock } from "../clock.js";
 import type { PolicySets } from "../decisions/policy-set.js";
 import { canonicalCidr } from "../engine/ip.js";
+import { isEmailAddress } from "../engine/signals/email.js";
 import { MAX_LIST_ENTRIES, MAX_LISTS, isUsableNewListName, isValidListName, normalizeListEntry, type ListKind } from "../policies/index.js";
 import type { Db } from "../store/database.js";
 import type { ListRepository, StoredList } from "../store/lists.js";
@@ -27,6 +28,14 @@ function toNamedList(list: StoredList): MessageInitShape<typeof NamedListSchema>
     createdAt: timestampFromMs(list.createdAt),
     updatedAt: timestampFromMs(list.updatedAt),
   };
+}
+
+/** Why an e-mail list cannot take `value`, for its field violation. */
+function emailEntryProblem(value: string): string {
+  if (value.trim().startsWith("@")) {
+    return "is a domain, not an e-mail address: an e-mail list matches whole addresses; match a domain with a rule on signals.email.domain";
+  }
+  return "is not an e-mail address (local-part@domain, as decide judges signals.email.valid)";
 }
 
 function checkName(name: string): void {
@@ -109,12 +118,17 @@ export function createListService(deps: {
     changed(tenant, "list.deleted", name, {}, actor);
   });
 
-  /** Normalises entries for the list's kind, naming every one that is not valid. */
-  const normalize = (kind: ListKind, values: string[], field: (i: number) => string): string[] => {
+  /**
+   * Normalises entries for the list's kind, naming every one that is not valid. An e-mail added must be an
+   * address (one that is not could never be matched by what it was meant for: `@domain` matches no address
+   * of the domain); one removed need only name an entry, which an earlier release may have taken as it was.
+   */
+  const normalize = (kind: ListKind, values: string[], field: (i: number) => string, use: "add" | "remove"): string[] => {
     const violations: Array<{ field: string; description: string }> = [];
     const normalized = values.map((value, i) => {
       const entry = normalizeListEntry(kind, value);
       if (entry === null) violations.push({ field: field(i), description: `is not a valid ${kind === "ip" ? "IP address or CIDR range" : kind}` });
+      else if (kind === "email" && use === "add" && !isEmailAddress(value)) violations.push({ field: field(i), description: emailEntryProblem(value) });
       return entry ?? "";
     });
     if (violations.length > 0) throw apiError("VALIDATION_ERROR", `invalid entries: ${violations.map((v) => v.field).join(", ")}`, { fieldViolations: violations });
@@ -154,7 +168,7 @@ export function createListService(deps: {
       const { tenant, actor } = callerScope(ctx.values);
       const list = existing(tenant, request.name);
       const now = deps.clock.now();
-      const values = normalize(list.kind, request.entries.map((entry) => entry.value), (i) => `entries[${i}].value`);
+      const values = normalize(list.kind, request.entries.map((entry) => entry.value), (i) => `entries[${i}].value`, "add");
       const entries = request.entries.map((entry, i) => {
         const expiresAt = entry.expiresAt ? timestampMs(entry.expiresAt) : undefined;
         if (expiresAt !== undefined && expiresAt <= now) {
@@ -169,7 +183,7 @@ export function createListService(deps: {
     removeListEntries(request, ctx) {
       const { tenant, actor } = callerScope(ctx.values);
       const list = existing(tenant, request.name);
-      const values = normalize(list.kind, request.values, (i) => `values[${i}]`);
+      const values = normalize(list.kind, request.values, (i) => `values[${i}]`, "remove");
       const removed = removeEntries.immediate(tenant, list, values, actor);
       deps.sets.invalidate(tenant);
       return { removed };

@@ -37,7 +37,15 @@ export const MAX_POLICIES = 200;
 export const MAX_POLICY_CONDITION_CHARACTERS = 16_384;
 export const MAX_ACCOUNT_CONDITION_CHARACTERS = 262_144;
 
-const conditionCharacters = (rules: ReadonlyArray<{ condition: string }>) => rules.reduce((sum, rule) => sum + rule.condition.length, 0);
+/** Characters as the request's limits count them: code points, so an emoji is one, as in a condition's own limit. */
+const conditionCharacters = (rules: ReadonlyArray<{ condition: string }>) => rules.reduce((sum, rule) => sum + codePoints(rule.condition), 0);
+
+function codePoints(text: string): number {
+  let count = text.length;
+  // A surrogate pair is two UTF-16 units and one code point.
+  for (let i = 0; i < text.length; i++) if ((text.charCodeAt(i) & 0xfc00) === 0xdc00 && i > 0 && (text.charCodeAt(i - 1) & 0xfc00) === 0xd800) count--;
+  return count;
+}
 
 /** Refuses a policy whose conditions together pass {@link MAX_POLICY_CONDITION_CHARACTERS}, before anything compiles them. */
 function checkConditionSize(rules: ReadonlyArray<{ condition: string }>): void {
@@ -93,8 +101,17 @@ function checkCompiles(definition: PolicyDefinition): void {
   throw apiError("VALIDATION_ERROR", `invalid policy: ${fieldViolations.map((v) => v.description).join("; ")}`, { fieldViolations });
 }
 
-/** A name as a reader tells names apart: compatibility forms, case and runs of white space folded. */
-const lookalike = (name: string) => name.normalize("NFKC").trim().replace(/\s+/g, " ").toLowerCase();
+/**
+ * A name as a reader tells names apart: invisible format characters (zero-width spaces and joiners,
+ * direction marks) dropped; compatibility forms, case and runs of white space folded.
+ */
+const lookalike = (name: string) =>
+  name
+    .replace(/\p{Cf}/gu, "")
+    .normalize("NFKC")
+    .trim()
+    .replace(/\s+/g, " ")
+    .toLowerCase();
 
 interface PolicyFields {
   name: string;
@@ -238,6 +255,13 @@ export function createPolicyService(deps: {
       if (request.id === DEFAULT_POLICY.id) throw builtInRefusal();
       const existing = deps.policies.get(callerScope(ctx.values).tenant, request.id);
       if (!existing) throw notFound(request.id);
+      // Read, checked and saved without a pause (handlers run one at a time): nothing can save in between.
+      if (request.version !== undefined && request.version !== existing.version) {
+        throw apiError(
+          "CONFLICT",
+          `policy ${request.id} is at version ${existing.version}, not ${request.version}: it was saved since; read it again and apply your change to that version`,
+        );
+      }
       return { policy: toPolicy(save(ctx, request, existing)) };
     },
     deletePolicy(request, ctx) {

@@ -52,18 +52,27 @@ export function canonicalDomain(domain: string): string {
   return ascii === "" ? lower : domainToUnicode(ascii);
 }
 
-export function computeEmailSignals(email: string, referenceData: ReferenceData): EmailSignals {
+/** An address split into its local part and canonical domain, or null when it is not an e-mail address by the syntax above. */
+function parseAddress(email: string): { localPart: string; domain: string } | null {
   const address = email.trim();
-  if (address === "") return EMPTY_EMAIL;
   const at = address.lastIndexOf("@");
-  const localPart = at > 0 ? address.slice(0, at) : "";
-  const domain = at > 0 ? canonicalDomain(address.slice(at + 1).replace(/\.$/, "")) : "";
-  const valid =
-    address.length <= MAX_ADDRESS_LENGTH &&
-    localPart.length <= MAX_LOCAL_LENGTH &&
-    LOCAL_PART.test(localPart) &&
-    isValidDomain(domain);
-  if (!valid) return { ...EMPTY_EMAIL, present: true };
+  if (at <= 0) return null;
+  const localPart = address.slice(0, at);
+  const domain = canonicalDomain(address.slice(at + 1).replace(/\.$/, ""));
+  const valid = address.length <= MAX_ADDRESS_LENGTH && localPart.length <= MAX_LOCAL_LENGTH && LOCAL_PART.test(localPart) && isValidDomain(domain);
+  return valid ? { localPart, domain } : null;
+}
+
+/** Whether `email` is an e-mail address by the syntax the engine judges `signals.email.valid` by. */
+export function isEmailAddress(email: string): boolean {
+  return parseAddress(email) !== null;
+}
+
+export function computeEmailSignals(email: string, referenceData: ReferenceData): EmailSignals {
+  if (email.trim() === "") return EMPTY_EMAIL;
+  const parsed = parseAddress(email);
+  if (parsed === null) return { ...EMPTY_EMAIL, present: true };
+  const { localPart, domain } = parsed;
 
   const plusIndex = localPart.indexOf("+");
   const baseLocalPart = (plusIndex === -1 ? localPart : localPart.slice(0, plusIndex)).toLowerCase();
