@@ -155,14 +155,16 @@ describe("consortium sharing between two installations", () => {
     expect(JSON.parse(shown)).toEqual({ member: true, sharing: true, shareUrl: `${hub.url}/api/v1/consortium/indicators` });
     expect(shown).not.toContain(CONSORTIUM_KEY);
     const refused = await runFraudctl(["consortium", "set", "--account", memberMerchant.account.id, "--env", "live", "--key", "short"], { FRAUD_DATA_DIR: member.dataDir });
-    expect(refused.code).toBe(2);
+    // A value the service refuses, as the API would: exit 1, without the usage text (exit 2 is for a wrong command line).
+    expect(refused.code).toBe(1);
     expect(refused.stderr).toContain("at least 32 characters");
+    expect(refused.stderr).not.toContain("fraudctl — run and administer");
     // The test environment shares with a test key only: its labels must not reach the live consortium.
     const crossed = await runFraudctl(
       ["consortium", "set", "--account", memberMerchant.account.id, "--env", "test", "--key", CONSORTIUM_KEY, "--url", `${hub.url}/api/v1/consortium/indicators`, "--token", memberToken],
       { FRAUD_DATA_DIR: member.dataDir, FRAUD_WEBHOOK_ALLOW_PRIVATE: "true" },
     );
-    expect(crossed.code).toBe(2);
+    expect(crossed.code).toBe(1);
     expect(crossed.stderr).toContain("the token is a live key: the test environment shares with a test key only");
     expect((await runFraudctl(["consortium", "show", "--account", memberMerchant.account.id, "--env", "test", "--json"], { FRAUD_DATA_DIR: member.dataDir })).stdout).toContain('"member":false');
     await fraudctl(member, ["consortium", "disable", "--account", memberMerchant.account.id, "--env", "live"]);

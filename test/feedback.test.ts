@@ -312,6 +312,12 @@ describe("POST /api/v1/feedback", () => {
     // That was the decision's move: the next label moves nothing.
     const again = await feedback(acme.keys.test.secret, { decisionId: made.decisionId, actualOutcome: "legitimate" });
     expect(again.body.data).toMatchObject({ adjustments: {}, weightsVersionAfter: again.body.data.weightsVersionBefore });
+    // Nor does a label whose move would be too small to show: no new version, and the move left to the next.
+    const other = await decide(acme.keys.test.secret, { ...fraudPattern(89), userId: "barely_sure" });
+    const barely = await feedback(acme.keys.test.secret, { decisionId: other.decisionId, actualOutcome: "legitimate", confidence: 0.000001 });
+    expect(barely.body.data).toMatchObject({ adjustments: {}, weightsVersionAfter: barely.body.data.weightsVersionBefore });
+    const surer = await feedback(acme.keys.test.secret, { decisionId: other.decisionId, actualOutcome: "legitimate", confidence: 1 });
+    expect(surer.body.data.weightsVersionAfter).toBe(surer.body.data.weightsVersionBefore + 1);
   });
 
   it("refuses feedback on tampered evidence with EVIDENCE_TAMPERED and records the refusal in the audit log", async () => {
@@ -593,6 +599,33 @@ describe("the fraud graph", () => {
     const again = await decide(key, { userId: "eve_2", action: "signup", email: "other@example.com", deviceId: "dev_eve", ip: "81.2.69.211", ...HUMAN_DESKTOP });
     expect(again.reasons).toContain("DENYLISTED");
     expect(again.decision).toBe("deny");
+  });
+
+  it("leaves what a person did to an automatic list: a removal outlives a repeated label, an expiry stays", async () => {
+    const shop = server.createAccount("Reviewed shop");
+    const key = shop.keys.live.secret;
+    for (const [name, kind] of [["auto_devices", "device"], ["auto_emails", "email"]] as const) {
+      expect((await call(key, "PUT", `/api/v1/lists/${name}`, { kind, type: "deny", automatic: true })).status).toBe(200);
+    }
+    const expiresAt = new Date(clock.now() + 3_600_000).toISOString();
+    expect((await call(key, "POST", "/api/v1/lists/auto_emails/entries", { entries: [{ value: "temp@example.com", expiresAt }] })).status).toBe(200);
+    const made = await decide(key, { userId: "k1", action: "login", email: "temp@example.com", deviceId: "dev_k1", ip: "81.2.69.61", ...HUMAN_DESKTOP });
+    await feedback(key, { decisionId: made.decisionId, actualOutcome: "fraud" });
+    const entries = (name: string) => server.app.db.prepare("SELECT value, expires_at AS expiresAt FROM list_entries WHERE account_id = ? AND list_name = ?").all(shop.account.id, name);
+    // The e-mail was listed already, until an hour from now: it keeps that expiry, and the label did not add it.
+    expect(entries("auto_emails")).toEqual([{ value: "temp@example.com", expiresAt: Date.parse(expiresAt) }]);
+    const audit = server.app.db.prepare("SELECT body FROM audit_log WHERE action = 'feedback.received' AND account_id = ?").get(shop.account.id) as { body: string };
+    expect(JSON.parse(audit.body).data.listEntriesAdded).toEqual([{ list: "auto_devices", value: "dev_k1" }]);
+
+    // An analyst removes the device; the same label sent again (a retry) does not put it back.
+    expect((await call<{ data: { removed: number } }>(key, "POST", "/api/v1/lists/auto_devices/remove", { values: ["dev_k1"] })).body.data.removed).toBe(1);
+    const repeated = await feedback(key, { decisionId: made.decisionId, actualOutcome: "fraud" });
+    expect(repeated.body.data).toMatchObject({ replacedPrevious: true, consortiumShared: false });
+    expect(entries("auto_devices")).toEqual([]);
+    // A fraud label after a legitimate one is news again: it adds.
+    await feedback(key, { decisionId: made.decisionId, actualOutcome: "legitimate" });
+    await feedback(key, { decisionId: made.decisionId, actualOutcome: "fraud" });
+    expect(entries("auto_devices")).toEqual([{ value: "dev_k1", expiresAt: null }]);
   });
 
   it("puts back an automatic entry that expired (not yet pruned) and denies by it at once", async () => {

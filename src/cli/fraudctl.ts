@@ -468,7 +468,9 @@ async function consortiumCommand(
   if (action === "set") {
     const input = { key: values.key ?? "", shareUrl: values.url ?? "", shareToken: values.token ?? "" };
     const problems = await membershipProblems(input, tenant.environment, { allowPrivate });
-    if (problems.length > 0) throw new UsageError(problems.join("; "));
+    // Well-formed options whose values the service refuses (a private share URL, a token of the other
+    // environment): a refusal, exit 1, as the API's 400 would be, not a command line to correct by its usage.
+    if (problems.length > 0) throw new Refusal(problems.join("; "));
     membership.set(tenant, actor, input);
     io.out(`${tenant.accountId} (${tenant.environment}) is a consortium member${input.shareUrl ? `, sharing with ${input.shareUrl}` : ", not sharing"}\n`);
     return 0;

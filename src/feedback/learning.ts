@@ -86,10 +86,12 @@ export function adjustWeights(
   const stepped = projectOntoBounds(mapCategories((category) => current[category] + step * (target[category] - current[category])), judging);
   const shift = totalShift(current, stepped);
   if (shift < NO_MOVE) return current;
-  if (shift <= allowed) return stepped;
   // The projection can only move further when a bound was hit: pull back onto the cap. Both ends are valid
   // weight sets, so every point between them is one too.
-  return mapCategories((category) => current[category] + (allowed / shift) * (stepped[category] - current[category]));
+  const moved = shift <= allowed ? stepped : mapCategories((category) => current[category] + (allowed / shift) * (stepped[category] - current[category]));
+  // A move too small for the answer's adjustments to show (a label of confidence 0.000001) is none: it would
+  // bump the version with nothing to show, and spend the decision's one move.
+  return Object.keys(weightChanges(current, moved)).length === 0 ? current : moved;
 }
 
 /** Below this a weight counts as this, so that scaling can still lift it to a bound. */

@@ -168,7 +168,9 @@ export class FeedbackProcessor {
             consortiumShared: marks && !(previous && marksEntities(previous)) && this.share(tenant, entities),
             replacedPrevious: previous !== undefined,
           };
-          const listed = marks ? this.addToAutomaticLists(tenant, entities, now) : [];
+          // As with the consortium, a fraud label after a fraud label adds nothing again: an entry a person
+          // removed since stays removed.
+          const listed = marks && !(previous && marksEntities(previous)) ? this.addToAutomaticLists(tenant, entities, now) : [];
           // Only allowed decisions teach the user's profile as they are made (store/history.ts). One the user
           // proves legitimate afterwards (a challenge passed) teaches it now: once, whatever labels came between.
           // A later fraud label does not take the lesson back: the profile keeps no record of what taught it.
@@ -348,7 +350,8 @@ export class FeedbackProcessor {
       if (value === null) continue;
       // A full list takes no more (the label's other effects still apply): it holds what people review.
       if (list.entryCount >= MAX_LIST_ENTRIES) continue;
-      if (this.deps.lists.putEntry(tenant, list.name, { value, expiresAt: undefined }, now)) {
+      // An entry there already keeps the expiry a person gave it.
+      if (this.deps.lists.addEntryUnlessLive(tenant, list.name, { value, expiresAt: undefined }, now)) {
         this.deps.lists.touch(tenant, list.name, now);
         added.push({ list: list.name, value });
       }

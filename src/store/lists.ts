@@ -157,10 +157,24 @@ export class ListRepository {
    * counted for nothing until now). Call inside a transaction with `touch`.
    */
   putEntry(tenant: Tenant, name: string, entry: StoredEntry, now: number): boolean {
-    const found = this.findEntryStmt.get(tenant.accountId, tenant.environment, name, entry.value);
-    const wasLive = found !== undefined && (found.expires_at === null || found.expires_at > now);
+    const wasLive = this.isLive(tenant, name, entry.value, now);
     this.putEntryStmt.run(tenant.accountId, tenant.environment, name, entry.value, entry.expiresAt ?? null, now);
     return !wasLive;
+  }
+
+  /**
+   * Adds one entry unless it is live already: a live one keeps the expiry a person gave it. True when added.
+   * Call inside a transaction with `touch`.
+   */
+  addEntryUnlessLive(tenant: Tenant, name: string, entry: StoredEntry, now: number): boolean {
+    if (this.isLive(tenant, name, entry.value, now)) return false;
+    this.putEntryStmt.run(tenant.accountId, tenant.environment, name, entry.value, entry.expiresAt ?? null, now);
+    return true;
+  }
+
+  private isLive(tenant: Tenant, name: string, value: string, now: number): boolean {
+    const found = this.findEntryStmt.get(tenant.accountId, tenant.environment, name, value);
+    return found !== undefined && (found.expires_at === null || found.expires_at > now);
   }
 
   removeEntry(tenant: Tenant, name: string, value: string): boolean {
