@@ -93,6 +93,55 @@ describe("GET /api/v1/status", () => {
   });
 });
 
+describe("a backlog of background tasks", () => {
+  it("degrades Data Sync but leaves the server ready; probes count in no component, whatever they answer", async () => {
+    const backlogged = await startTestServer();
+    try {
+      const { keys: own } = backlogged.createAccount();
+      const uptime = async () => {
+        const report = await fetch(`${backlogged.url}/api/v1/status`, { headers: { "x-api-key": own.test.secret } });
+        return ((await report.json()) as StatusBody).data;
+      };
+      // Ten thousand deliveries waiting for a receiver that is down (due next year, so none runs meanwhile).
+      backlogged.app.db
+        .prepare(
+          `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10000)
+           INSERT INTO outbox (kind, account_id, environment, payload, status, next_attempt_at, created_at, updated_at)
+           SELECT 'webhook.deliver', 'acct_x', 'test', '{}', 'pending', @later, @now, @now FROM n`,
+        )
+        .run({ later: Date.now() + 365 * 86_400_000, now: Date.now() });
+      const health = await fetch(`${backlogged.url}/api/health`);
+      expect(health.status).toBe(200);
+      const body = (await health.json()) as { ready: boolean; checks: Array<{ name: string; ok: boolean; detail: string }> };
+      expect(body.ready).toBe(true);
+      expect(body.checks.find((check) => check.name === "background")).toEqual({ name: "background", ok: false, detail: "10000 pending background tasks" });
+      expect((await uptime()).components.find((c) => c.name === "Data Sync")?.status).toBe("degraded");
+
+      // A server that is not ready answers its probes 503: not a failure of the service, nor a request of its users.
+      const before = (await uptime()).components.find((c) => c.name === "API Edge")?.metrics?.requestCount ?? 0;
+      backlogged.app.health.markDraining();
+      for (let i = 0; i < 20; i++) expect((await fetch(`${backlogged.url}/api/health/ready`)).status).toBe(503);
+      const after = await uptime();
+      expect(after.uptime).toBe("100.00%");
+      const edge = after.components.find((c) => c.name === "API Edge");
+      expect(edge?.status).toBe("operational");
+      // The status calls themselves count; the probes do not.
+      expect(edge?.metrics?.requestCount).toBe(before + 1);
+      expect(edge?.metrics?.failureCount).toBe(0);
+      const metrics = await (await fetch(`${backlogged.url}/api/metrics`)).text();
+      expect(metrics).toMatch(/fraud_requests_total\{route="\/api\/health\/ready",protocol="rest",outcome="success",code="NOT_READY"\} 20/);
+      expect(backlogged.logs.filter((line) => line.includes('"route":"/api/health/ready"')).every((line) => line.includes('"level":"info"'))).toBe(true);
+      // Probes are read with GET.
+      const posted = await fetch(`${backlogged.url}/api/health`, { method: "POST" });
+      expect(posted.status).toBe(405);
+      expect(posted.headers.get("allow")).toBe("GET, HEAD");
+      expect((await fetch(`${backlogged.url}/api/metrics`, { method: "DELETE" })).status).toBe(405);
+    } finally {
+      await backlogged.close();
+    }
+  });
+});
+
 describe("a store that reads but refuses every write", () => {
   it("fails readiness and reports Data Sync as an outage while decides cannot be stored, and recovers with the first one stored", async () => {
     const clock = new ManualClock();

@@ -74,6 +74,7 @@ export class HealthMonitor {
       database = { name: "database", ok: false, detail: error instanceof Error ? error.message : "failed" };
     }
     const pending = this.backlog();
+    const accepting = { name: "accepting", ok: !this.draining, detail: this.draining ? "shutting down" : "ok" };
     const checks = [
       database,
       {
@@ -81,9 +82,12 @@ export class HealthMonitor {
         ok: pending !== undefined && pending < BACKLOG_DEGRADED_AT,
         detail: pending === undefined ? "background tasks cannot be counted" : `${pending} pending background tasks`,
       },
-      { name: "accepting", ok: !this.draining, detail: this.draining ? "shutting down" : "ok" },
+      accepting,
     ];
-    return { checks, ready: checks.every((check) => check.ok), backlog: pending };
+    // A backlog (deliveries to a receiver that is down, say) delays what follows the answers, not the answers:
+    // it degrades Data Sync, but a server taken out of its balancer for it would answer no one. One account's
+    // dead receivers could otherwise take the installation out of service for every account.
+    return { checks, ready: database.ok && accepting.ok, backlog: pending };
   }
 
   ready(): boolean {

@@ -15,6 +15,11 @@ export interface RequestObservation {
   durationMs: number;
   /** The component that served the call besides the edge, if any. */
   component: ComponentName | undefined;
+  /**
+   * A probe or scrape (/api/health, /api/metrics): counted in the request totals, not in the components'
+   * windows or uptime, which say how the service answers its users, whatever a balancer polls.
+   */
+  diagnostic: boolean;
 }
 
 export interface ComponentCounters {
@@ -102,6 +107,7 @@ export class Metrics {
     histogram.sum += seconds;
     histogram.count++;
 
+    if (observation.diagnostic) return;
     this.window("API Edge").record(observation.durationMs, observation.serverError);
     if (observation.component) this.window(observation.component).record(observation.durationMs, observation.serverError);
   }

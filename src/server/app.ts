@@ -106,6 +106,8 @@ export interface App {
   readonly metrics: Metrics;
   readonly logger: Logger;
   readonly outbox: Outbox;
+  /** Readiness, as /api/health, the gRPC health service and the status report see it. */
+  readonly health: HealthMonitor;
   readonly events: EventPublisher;
   /** The signed audit log: `audit.record(...)` inside the transaction of the change it records (docs/audit-log.md). */
   readonly audit: AuditLog;
@@ -283,7 +285,7 @@ function assembleApp(options: AppOptions, lock: DataDirectoryLock): App {
       const { ready, backlog } = health.report();
       return {
         fraud_background_backlog: { help: "Pending background tasks (-1 when they cannot be counted).", value: backlog ?? -1 },
-        fraud_ready: { help: "1 when every readiness check passes.", value: ready ? 1 : 0 },
+        fraud_ready: { help: "1 when the server is ready: its database works and it is not shutting down.", value: ready ? 1 : 0 },
         fraud_engine_queue: { help: "Decides and analyzes waiting for or in the engine (503 at FRAUD_ENGINE_QUEUE_LIMIT); a decide's fast fallback counts with it.", value: engine.unanswered() },
       };
     },
@@ -307,6 +309,7 @@ function assembleApp(options: AppOptions, lock: DataDirectoryLock): App {
     metrics,
     logger,
     outbox,
+    health,
     events,
     audit,
     async settled() {

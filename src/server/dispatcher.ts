@@ -123,12 +123,14 @@ export class Dispatcher {
     res.setHeader(REQUEST_ID_HEADER, context.requestId);
 
     try {
-      if (pathname === "/api/health" || pathname === "/api/health/live" || pathname === "/api/health/ready") {
-        this.serveHealth(pathname, res);
+      if (DIAGNOSTIC_PATHS.has(pathname) && req.method !== "GET" && req.method !== "HEAD") {
+        res.setHeader("allow", "GET, HEAD");
+        this.gateway.writeError(res, context, apiError("METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${pathname}; use GET`));
       } else if (pathname === "/api/metrics") {
-        route = pathname;
         res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
         res.end(this.deps.metrics.prometheus(this.deps.gauges()));
+      } else if (DIAGNOSTIC_PATHS.has(pathname)) {
+        this.serveHealth(pathname, res);
       } else if (rpc && req.method === "OPTIONS") {
         route = `OPTIONS ${pathname}`;
         this.serveOptions(req, res, context, pathname, ["POST"], (method) => (method === "POST" ? contractOf(rpc.method) : undefined));
@@ -320,6 +322,12 @@ export class Dispatcher {
   }
 
   private observe(context: CallContext, route: string, component: ComponentName | undefined, status: number, grpcStatus: string | null | undefined): void {
+    if (DIAGNOSTIC_PATHS.has(route) && context.error === undefined) {
+      // A probe answered "not ready" (503) reports the server's state; it is no failure of the call.
+      const code = status === CLIENT_CLOSED_REQUEST ? "CANCELED" : status === 503 ? "NOT_READY" : "OK";
+      this.record(context, route, component, status, code, false, false);
+      return;
+    }
     let code = "OK";
     let serverError = status >= 500;
     let clientError = status >= 400 && status < 500;
@@ -426,7 +434,7 @@ export class Dispatcher {
   /** One call's metrics and its `request` log line. */
   private record(context: CallContext, route: string, component: ComponentName | undefined, status: number, code: string, serverError: boolean, clientError: boolean): void {
     const durationMs = performance.now() - context.startedAt;
-    this.deps.metrics.observe({ route, protocol: context.protocol, code, serverError, clientError, durationMs, component });
+    this.deps.metrics.observe({ route, protocol: context.protocol, code, serverError, clientError, durationMs, component, diagnostic: DIAGNOSTIC_PATHS.has(route) });
     this.deps.logger.log(serverError ? "error" : "info", "request", {
       requestId: context.requestId,
       route,
@@ -443,6 +451,9 @@ export class Dispatcher {
     });
   }
 }
+
+/** The probes' and scrapers' paths (docs/api-decisions.md, Diagnostics): GET only, no key. */
+const DIAGNOSTIC_PATHS: ReadonlySet<string> = new Set(["/api/health", "/api/health/live", "/api/health/ready", "/api/metrics"]);
 
 /** HTTP/1.1 requests one connection may have waiting for their answers; past it the connection closes. */
 const MAX_PIPELINED_REQUESTS = 32;

@@ -5,7 +5,7 @@ import type { WebhookEndpointSchema, WebhookService } from "../../gen/fraud/v1/w
 import { apiError } from "../api/errors.js";
 import type { Clock } from "../clock.js";
 import type { DeliveryMethod, EndpointStatus, StoredEndpoint } from "../store/webhooks.js";
-import { EndpointInputError, type WebhookEndpoints } from "../webhooks/endpoints.js";
+import { EndpointInputError, EndpointLimitError, type WebhookEndpoints } from "../webhooks/endpoints.js";
 import type { EventType } from "../webhooks/events.js";
 import { verifyWebhookSignature } from "../webhooks/signature.js";
 import type { EventStream } from "../webhooks/stream.js";
@@ -26,6 +26,7 @@ function toWebhookEndpoint(stored: StoredEndpoint): MessageInitShape<typeof Webh
 }
 
 function invalid(error: unknown): never {
+  if (error instanceof EndpointLimitError) throw apiError("CONFLICT", error.message);
   if (error instanceof EndpointInputError) {
     throw apiError("VALIDATION_ERROR", `${error.field}: ${error.message}`, {
       fieldViolations: [{ field: error.field, description: error.message }],

@@ -59,6 +59,7 @@ export class WebhookRepository {
   private readonly enabledStmt;
   private readonly updateStmt;
   private readonly deleteStmt;
+  private readonly countStmt;
   /**
    * Enabled endpoints per tenant and delivery method. Every decision asks
    * whether anyone wants its event; endpoints change only through this
@@ -87,6 +88,12 @@ export class WebhookRepository {
     this.deleteStmt = db.prepare<[string, string, string]>(
       "DELETE FROM webhook_endpoints WHERE id = ? AND account_id = ? AND environment = ?",
     );
+    this.countStmt = db.prepare<[string, string], { n: number }>("SELECT COUNT(*) AS n FROM webhook_endpoints WHERE account_id = ? AND environment = ?");
+  }
+
+  /** How many endpoints the tenant holds, enabled or not. */
+  count(tenant: Tenant): number {
+    return this.countStmt.get(tenant.accountId, tenant.environment)?.n ?? 0;
   }
 
   insert(tenant: Tenant, endpoint: StoredEndpoint): void {

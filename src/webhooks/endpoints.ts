@@ -9,6 +9,16 @@ import { checkWebhookDestination, type GuardOptions } from "./address-guard.js";
 import type { EventType } from "./events.js";
 import { generateSigningSecret } from "./signature.js";
 
+/**
+ * Endpoints one account and environment may hold. Every event is one delivery task per endpoint that wants
+ * it, in the background queue all accounts share: without a bound, one account's endpoints could multiply
+ * its decides into a backlog that delays every account's deliveries.
+ */
+export const MAX_WEBHOOK_ENDPOINTS = 20;
+
+/** An endpoint past {@link MAX_WEBHOOK_ENDPOINTS}: the account must delete one first. */
+export class EndpointLimitError extends Error {}
+
 /** Input an endpoint cannot take; `field` is the request field at fault. */
 export class EndpointInputError extends Error {
   constructor(
@@ -74,6 +84,10 @@ export class WebhookEndpoints {
       this.audit.record({ accountId: tenant.accountId, environment: tenant.environment, actor, action, subject: endpoint.id, data });
 
     this.createTx = db.transaction((tenant: Tenant, actor: AuditActor, endpoint: StoredEndpoint) => {
+      // Counted inside the write's transaction, so two creations at once cannot both pass.
+      if (this.endpoints.count(tenant) >= MAX_WEBHOOK_ENDPOINTS) {
+        throw new EndpointLimitError(`this account and environment already hold ${MAX_WEBHOOK_ENDPOINTS} webhook endpoints, the most allowed; delete one first`);
+      }
       this.endpoints.insert(tenant, endpoint);
       entry(tenant, actor, "webhook.created", endpoint, auditView(endpoint));
     });

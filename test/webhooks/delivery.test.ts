@@ -10,6 +10,7 @@ import { ManualClock } from "../helpers/clock.js";
 import { HUMAN_DESKTOP, UK_IP, botAttack } from "../helpers/inputs.js";
 import { startReceiver, type Receiver } from "../helpers/receiver.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { MAX_WEBHOOK_ENDPOINTS } from "../../src/webhooks/endpoints.js";
 
 const clock = new ManualClock();
 let server: TestServer;
@@ -120,6 +121,21 @@ describe("webhook endpoints", () => {
       expect(status, JSON.stringify(body)).toBe(400);
       expect(json.error?.details.fieldViolations?.[0]?.field).toBe("url");
     }
+  });
+
+  it("holds at most 20 endpoints per account and environment: the 21st is refused with 409, storing nothing", async () => {
+    const { keys } = server.createAccount();
+    const created = await Promise.all(Array.from({ length: MAX_WEBHOOK_ENDPOINTS }, (_, i) => api(keys.test.secret, "POST", "/api/v1/webhooks/endpoints", { url: `${receiver.url}/h${i}` })));
+    expect(created.map((answer) => answer.status)).toEqual(Array.from({ length: MAX_WEBHOOK_ENDPOINTS }, () => 201));
+    const refused = await api(keys.test.secret, "POST", "/api/v1/webhooks/endpoints", { url: `${receiver.url}/one-more` });
+    expect(refused.status).toBe(409);
+    expect(refused.json.error).toMatchObject({ code: "CONFLICT", message: "this account and environment already hold 20 webhook endpoints, the most allowed; delete one first" });
+    expect(((await api(keys.test.secret, "GET", "/api/v1/webhooks")).json.data.webhooks as Endpoint[]).length).toBe(MAX_WEBHOOK_ENDPOINTS);
+    // The other environment holds its own; one deleted makes room.
+    expect((await api(keys.live.secret, "POST", "/api/v1/webhooks/endpoints", { url: `${receiver.url}/live` })).status).toBe(201);
+    const first = created[0]?.json.data.webhook as Endpoint;
+    expect((await api(keys.test.secret, "DELETE", `/api/v1/webhooks/endpoints/${first.id}`)).status).toBe(204);
+    expect((await api(keys.test.secret, "POST", "/api/v1/webhooks/endpoints", { url: `${receiver.url}/one-more` })).status).toBe(201);
   });
 
   it("refuses private and loopback destinations unless FRAUD_WEBHOOK_ALLOW_PRIVATE=true", async () => {
