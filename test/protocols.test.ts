@@ -71,6 +71,38 @@ describe("one port, four protocols", () => {
     expect(count()).toBe(0);
   });
 
+  it("refuses a JSON body that is not UTF-8 on every protocol, as REST does, and records nothing", async () => {
+    const count = () => (server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions WHERE user_id LIKE 'bad%id'").get() as { n: number }).n;
+    const body = Buffer.concat([Buffer.from('{"userId":"bad'), Buffer.from([0xff, 0xfe]), Buffer.from('id","action":"login","ip":"81.2.69.160"}')]);
+    const connect = await fetch(`${server.url}/fraud.v1.DecisionService/Decide`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "connect-protocol-version": "1", "x-api-key": secret },
+      body,
+    });
+    expect(connect.status).toBe(400);
+    expect(await connect.json()).toMatchObject({ code: "invalid_argument", message: "request body is not valid UTF-8" });
+    const envelope = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), body]);
+    envelope.writeUInt32BE(body.length, 1);
+    const session = http2.connect(server.url);
+    try {
+      const trailers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
+        const stream = session.request({ ":method": "POST", ":path": "/fraud.v1.DecisionService/Decide", "content-type": "application/grpc+json", te: "trailers", "x-api-key": secret });
+        stream.on("trailers", resolve);
+        stream.on("error", reject);
+        stream.resume();
+        stream.end(envelope);
+      });
+      expect(trailers["grpc-status"]).toBe("3");
+      expect(decodeURIComponent(String(trailers["grpc-message"]))).toBe("request body is not valid UTF-8");
+    } finally {
+      session.close();
+    }
+    const rest = await fetch(`${server.url}/api/v1/decide`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": secret }, body });
+    expect(rest.status).toBe(400);
+    await server.app.settled();
+    expect(count()).toBe(0);
+  });
+
   it("counts a gRPC call the RPC library refuses by the status in its trailers, not as a success", async () => {
     // Under the service's code for it, which the trailers carry too.
     const count = async () =>

@@ -80,6 +80,7 @@ import { ClientIpResolver } from "./client-ip.js";
 import { Dispatcher } from "./dispatcher.js";
 import { RestGateway } from "./gateway.js";
 import { DualProtocolListener } from "./listener.js";
+import { strictUtf8 } from "./request-body.js";
 import { HistoryRepository } from "../store/history.js";
 import { DecisionsInFlight } from "../decisions/in-flight.js";
 
@@ -233,8 +234,15 @@ function assembleApp(options: AppOptions, lock: DataDirectoryLock): App {
   const interceptors = apiInterceptors({ logger, keys, limiter, rateLimitOverrides: config.rateLimitOverrides, calls });
   // Zero values and empty lists stay in JSON: REST clients read the exact shapes of the specification. Unknown
   // fields are refused, as the REST gateway refuses them (connect-es would drop them): a typo such as `ammount`
-  // must not produce a decision without its amount on any protocol.
-  const router = createConnectRouter({ interceptors, jsonOptions: { ...JSON_WRITE_OPTIONS, ignoreUnknownFields: false }, readMaxBytes: config.maxBodyBytes });
+  // must not produce a decision without its amount on any protocol. Malformed UTF-8 is refused, as REST refuses
+  // it: connect-es hands these options to its JSON serialization, which takes a decoder its router's type does
+  // not name (test/protocols.test.ts checks it is used).
+  const jsonOptions: typeof JSON_WRITE_OPTIONS & { ignoreUnknownFields: boolean; textDecoder: typeof strictUtf8 } = {
+    ...JSON_WRITE_OPTIONS,
+    ignoreUnknownFields: false,
+    textDecoder: strictUtf8,
+  };
+  const router = createConnectRouter({ interceptors, jsonOptions, readMaxBytes: config.maxBodyBytes });
   // Each service is served by the router (Connect, gRPC, gRPC-Web) and by the REST gateway, from one implementation.
   const services: ServiceImplSpec[] = [];
   const serve = <T extends DescService>(service: T, implementation: ServiceImpl<T>): void => {

@@ -21,14 +21,12 @@ import { decodePlainJson } from "../api/json-decode.js";
 import { SIXTY_FOUR_BIT, jsonShapeViolations } from "../api/json-shape.js";
 import type { UnaryInvoker } from "../api/unary-invoker.js";
 import { invalidRequest } from "../api/validation.js";
-import { ClientGoneError, readBody } from "./request-body.js";
+import { ClientGoneError, NotUtf8Error, readBody, strictUtf8 } from "./request-body.js";
 import { PROTOTYPE_KEY, structureProblem } from "./json-keys.js";
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
 
-/** Refuses malformed UTF-8 (JSON text is UTF-8, RFC 8259) instead of turning it into U+FFFD. */
-const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 /** Nesting deeper than this in a JSON body is refused before it reaches the decoder. */
 const MAX_JSON_DEPTH = 32;
 
@@ -260,10 +258,10 @@ export class RestGateway {
     let parsed: unknown;
     let text: string;
     try {
-      text = UTF8.decode(body);
+      text = strictUtf8.decode(body);
       parsed = JSON.parse(text);
     } catch (error) {
-      if (error instanceof TypeError) throw apiError("VALIDATION_ERROR", "request body is not valid UTF-8");
+      if (error instanceof NotUtf8Error) throw apiError("VALIDATION_ERROR", error.message);
       throw apiError("VALIDATION_ERROR", `request body is not valid JSON: ${(error as Error).message}`);
     }
     if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {

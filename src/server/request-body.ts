@@ -12,6 +12,31 @@ export class ClientGoneError extends Error {
   }
 }
 
+/** A JSON body whose bytes are not UTF-8. */
+export class NotUtf8Error extends Error {
+  constructor() {
+    super("request body is not valid UTF-8");
+    this.name = "NotUtf8Error";
+  }
+}
+
+const FATAL_UTF8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * The decoder of every JSON body, REST, Connect and gRPC JSON alike: JSON text is UTF-8 (RFC 8259), and
+ * malformed bytes are refused ({@link NotUtf8Error}) rather than turned into U+FFFD, which would make
+ * different user ids one, and store evidence of what the client never sent.
+ */
+export const strictUtf8 = {
+  decode(bytes: Uint8Array): string {
+    try {
+      return FATAL_UTF8.decode(bytes);
+    } catch {
+      throw new NotUtf8Error();
+    }
+  },
+};
+
 /**
  * A request's whole body, for the REST gateway and the unary gRPC path alike:
  * refused with `tooLarge()` as soon as it passes `limit` bytes (the rest is
