@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { caseForDecision } from "../src/cases/case-service.js";
+import { MAX_CASE_NOTES, caseForDecision } from "../src/cases/case-service.js";
 import type { WebhookEvent } from "../src/webhooks/events.js";
 import { HUMAN_DESKTOP, UK_IP, botAttack } from "./helpers/inputs.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
@@ -114,6 +114,20 @@ describe("cases", () => {
     await server.app.settled();
     const resolvedEvent = events.find((e) => e.type === "case.resolved");
     expect(resolvedEvent).toMatchObject({ data: { case: { id: caseId, status: "resolved" }, previousStatus: "investigating" } });
+  });
+
+  it("holds at most 100 notes: the 101st is refused with 409 and nothing of its change applies", async () => {
+    const owner = server.createAccount("Notes").keys.live.secret;
+    const made = await decide(owner, { userId: "noted", action: "checkout", amount: 900, currency: "USD", ...botAttack("185.220.101.45") });
+    await server.app.settled();
+    const id = (server.app.db.prepare("SELECT id FROM cases WHERE decision_id = (SELECT id FROM decisions WHERE evidence_id = ?)").get(made.evidenceId) as { id: string }).id;
+    for (let i = 0; i < MAX_CASE_NOTES; i++) expect((await updateCase(owner, id, { note: `note ${i}` })).status).toBe(200);
+    const refused = await updateCase(owner, id, { note: "one more", assignee: "bo@acme.test", status: "investigating" });
+    expect(refused.status).toBe(409);
+    expect(refused.body.error?.message).toBe(`case ${id} holds 100 notes, the most allowed; nothing of this change was applied`);
+    const kept = await updateCase(owner, id, { assignee: "bo@acme.test" });
+    expect(kept.body.data).toMatchObject({ status: "open", assignee: "bo@acme.test" });
+    expect(kept.body.data.notes).toHaveLength(MAX_CASE_NOTES);
   });
 
   it("gets one case, and hides cases from other accounts, environments and publishable keys", async () => {

@@ -48,7 +48,14 @@ export interface CaseChange {
   actor: AuditActor;
 }
 
-export class CaseTransitionError extends Error {}
+/** A change the case's state does not allow: a transition it cannot make, a note past {@link MAX_CASE_NOTES}. */
+export class CaseConflictError extends Error {}
+
+/**
+ * Notes one case may hold. A case is read and written whole (its notes are one column), and listed with
+ * them: the bound keeps a case, and a page of 100 of them, from growing with every note an analyst adds.
+ */
+export const MAX_CASE_NOTES = 100;
 
 export function caseSummary(stored: StoredCase): CaseSummary {
   return {
@@ -86,14 +93,19 @@ export class CaseService {
       const updated: StoredCase = { ...current, updatedAt: now, notes: [...current.notes] };
       if (change.status !== undefined && change.status !== current.status) {
         if (!canTransition(current.status, change.status)) {
-          throw new CaseTransitionError(
+          throw new CaseConflictError(
             `a case cannot go from ${current.status} to ${change.status}; from ${current.status} it can go to ${allowedTransitions(current.status).join(", ")}`,
           );
         }
         updated.status = change.status;
       }
       if (change.assignee !== undefined) updated.assignee = change.assignee;
-      if (change.note) updated.notes.push({ text: change.note, createdAt: now });
+      if (change.note) {
+        if (current.notes.length >= MAX_CASE_NOTES) {
+          throw new CaseConflictError(`case ${id} holds ${MAX_CASE_NOTES} notes, the most allowed; nothing of this change was applied`);
+        }
+        updated.notes.push({ text: change.note, createdAt: now });
+      }
       this.cases.save(tenant, updated);
       this.audit.record({
         ...tenant,

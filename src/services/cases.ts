@@ -3,7 +3,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { CaseService as CaseRpc, FraudCaseSchema } from "../../gen/fraud/v1/case_pb.js";
 import { apiError } from "../api/errors.js";
-import { CaseTransitionError, type CaseService } from "../cases/case-service.js";
+import { CaseConflictError, type CaseService } from "../cases/case-service.js";
 import type { CasePriority, CaseStatus } from "../cases/lifecycle.js";
 import type { CaseRepository, StoredCase } from "../store/cases.js";
 import { callerScope } from "./scope.js";
@@ -57,7 +57,7 @@ export function createCaseService(deps: { cases: CaseRepository; lifecycle: Case
           actor,
         });
       } catch (error) {
-        if (error instanceof CaseTransitionError) throw apiError("CONFLICT", error.message);
+        if (error instanceof CaseConflictError) throw apiError("CONFLICT", error.message);
         throw error;
       }
       if (!updated) throw apiError("NOT_FOUND", `no case ${request.id}`);
