@@ -369,7 +369,7 @@ describe("what the RPC library refuses before any of the service's code runs", (
       const query = method === "GET" ? "?connect=v1&encoding=json&message=%7B%7D" : "";
       const res = await fetch(`${server.url}/fraud.v1.StatusService/GetStatus${query}`, { method });
       expect(res.status, method).toBe(405);
-      expect(res.headers.get("allow")).toBe("POST");
+      expect(res.headers.get("allow")).toBe("POST, OPTIONS");
       expect(res.headers.get("fraud-error-code")).toBe("METHOD_NOT_ALLOWED");
       expect(await res.json()).toEqual({ code: "unimplemented", message: `${method} is not allowed on /fraud.v1.StatusService/GetStatus: RPCs are called with POST` });
       const requestId = res.headers.get("x-request-id") ?? "";

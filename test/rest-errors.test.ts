@@ -228,7 +228,7 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     expect(((await missing.json()) as ErrorBody).error.code).toBe("NOT_FOUND");
     const wrong = await fetch(`${server.url}/api/v1/decide`, { method: "GET", headers: { "x-api-key": secret } });
     expect(wrong.status).toBe(405);
-    expect(wrong.headers.get("allow")).toBe("POST");
+    expect(wrong.headers.get("allow")).toBe("POST, OPTIONS");
     expect(((await wrong.json()) as ErrorBody).error.code).toBe("METHOD_NOT_ALLOWED");
     // Counted by route template: paths a client invents add no metric series.
     for (const id of ["case_invented_1", "case_invented_2"]) {
@@ -272,7 +272,7 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     // A wrong method names HEAD beside GET.
     const wrong = await fetch(`${server.url}/api/v1/cases`, { method: "DELETE", headers: { "x-api-key": secret } });
     expect(wrong.status).toBe(405);
-    expect(wrong.headers.get("allow")).toBe("GET, HEAD");
+    expect(wrong.headers.get("allow")).toBe("GET, HEAD, OPTIONS");
   });
 
   it("answers CORS preflights for what a publishable key may call, and refuses the rest", async () => {
@@ -491,8 +491,9 @@ describe("bad input gets a precise 4xx, never a 500", () => {
       ["/api/v1/audit-logs?limit=2147483648", "limit", "must be at most 100"],
       ["/api/v1/cases?offset=-99999999999", "offset", "must be at least 0"],
       ["/api/v1/policies/pol_x/versions/-99999999999", "version", "must be at least 1"],
-      // No bound of its own above: the type's.
-      ["/api/v1/policies/pol_x/versions/99999999999", "version", "must be between -2147483648 and 2147483647"],
+      // No bound of its own above: the type's, from the field's own lower bound.
+      ["/api/v1/policies/pol_x/versions/99999999999", "version", "must be between 1 and 2147483647"],
+      ["/api/v1/cases?offset=99999999999", "offset", "must be between 0 and 2147483647"],
     ];
     for (const [path, field, description] of cases) {
       const { status, body } = await get(path);

@@ -128,12 +128,17 @@ function checkScalar(scalar: ScalarType, value: JsonValue, prefix: string, name:
 }
 
 /**
- * Why a whole number past its type's range is refused: by the field's own bounds when it has them
- * (`limit` past 100 says so, whether it is 101 or 2^31), else by the type's.
+ * Why a whole number past its type's range is refused: by the field's own bounds when it breaks them
+ * (`limit` past 100 says so, whether it is 101 or 2^31), else by the range the field takes, its own
+ * bounds within its type's (`offset`, at least 0: between 0 and 2147483647).
  */
 function outOfRange(value: number, [min, max]: readonly [bigint, bigint], field: DescField | undefined): string {
   const rules = field && hasOption(field, validate) ? getOption(field, validate) : undefined;
-  return (rules && boundsProblem(rules, value)) ?? `must be between ${min} and ${max}`;
+  const broken = rules && boundsProblem(rules, value);
+  if (broken) return broken;
+  const lower = rules?.min !== undefined && BigInt(Math.ceil(rules.min)) > min ? BigInt(Math.ceil(rules.min)) : min;
+  const upper = rules?.max !== undefined && BigInt(Math.floor(rules.max)) < max ? BigInt(Math.floor(rules.max)) : max;
+  return `must be between ${lower} and ${upper}`;
 }
 
 /** The 64-bit integer types, which protobuf JSON writes as strings (a double cannot hold them all). */

@@ -140,7 +140,7 @@ export class Dispatcher {
         route = `${req.method ?? ""} ${pathname}`;
         component = componentOf(rpc.service.typeName);
         this.allowCrossOrigin(req, res, contractOf(rpc.method));
-        this.answerConnectError(res, context, apiError("METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${pathname}: RPCs are called with POST`), { allow: "POST" });
+        this.answerConnectError(res, context, apiError("METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${pathname}: RPCs are called with POST`), { allow: "POST, OPTIONS" });
       } else if (rpc) {
         component = componentOf(rpc.service.typeName);
         this.allowCrossOrigin(req, res, contractOf(rpc.method));
@@ -190,7 +190,8 @@ export class Dispatcher {
         } else if (match.kind === "wrong-method") {
           // By its template, as matched routes are: a raw path would add a metric series per path a client invents.
           route = `${req.method ?? ""} ${match.template}`;
-          res.setHeader("allow", match.allowed.join(", "));
+          // Allow names every method the path takes, OPTIONS (its preflight) included, as OPTIONS itself does.
+          res.setHeader("allow", [...match.allowed, "OPTIONS"].join(", "));
           this.gateway.writeError(res, context, apiError("METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${pathname}; use ${match.allowed.join(" or ")}`));
         } else if (isRpcCall(req)) {
           route = "unmatched";
@@ -296,7 +297,7 @@ export class Dispatcher {
     }
     const contract = contractFor(requested);
     if (contract === undefined) {
-      res.setHeader("allow", allowed.join(", "));
+      res.setHeader("allow", [...allowed, "OPTIONS"].join(", "));
       this.gateway.writeError(res, context, apiError("METHOD_NOT_ALLOWED", `${requested} is not allowed on ${pathname}; use ${allowed.join(" or ")}`));
     } else if (!allowsCrossOrigin(contract)) {
       this.gateway.writeError(
