@@ -159,10 +159,15 @@ describe("ListSnapshot", () => {
       expect(normalizeListEntry("ip", spelling), spelling).toBe("10.1.0.0/16");
     }
     expect(normalizeListEntry("ip", "2001:DB8:0::/32")).toBe("2001:db8::/32");
-    expect(normalizeListEntry("ip", "2001:db8::1/128")).toBe("2001:db8::1/128");
+    // A range of one address is the address: one entry, however it is written.
+    expect(normalizeListEntry("ip", "2001:db8::1/128")).toBe("2001:db8::1");
+    expect(normalizeListEntry("ip", "10.0.0.1/32")).toBe("10.0.0.1");
+    expect(normalizeListEntry("ip", "::ffff:10.0.0.1/128")).toBe("10.0.0.1");
     expect(normalizeListEntry("ip", "0.0.0.0/0")).toBe("0.0.0.0/0");
     expect(normalizeListEntry("ip", "10.0.0.256")).toBeNull();
     expect(normalizeListEntry("user", "  ")).toBeNull();
+    // User and device ids are kept as decide compares them: exactly.
+    expect(normalizeListEntry("user", " alice ")).toBe(" alice ");
     expect(normalizeListEntry("device", "vis_AbC")).toBe("vis_AbC");
     expect(isValidListName("blocked_ips")).toBe(true);
     expect(isValidListName("1st")).toBe(false);
