@@ -31,6 +31,24 @@ beforeAll(async () => {
 });
 afterAll(() => server.close());
 
+/** Decide over gRPC with a JSON message (`application/grpc+json`, which Connect's handler serves): its trailers. */
+async function grpcJsonDecide(message: Buffer): Promise<http2.IncomingHttpHeaders> {
+  const envelope = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), message]);
+  envelope.writeUInt32BE(message.length, 1);
+  const session = http2.connect(server.url);
+  try {
+    return await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
+      const stream = session.request({ ":method": "POST", ":path": "/fraud.v1.DecisionService/Decide", "content-type": "application/grpc+json", te: "trailers", "x-api-key": secret });
+      stream.on("trailers", resolve);
+      stream.on("error", reject);
+      stream.resume();
+      stream.end(envelope);
+    });
+  } finally {
+    session.close();
+  }
+}
+
 describe("one port, four protocols", () => {
   it("serves the REST JSON API over HTTP/1.1", async () => {
     const res = await fetch(`${server.url}/api/v1/status?public=true`);
@@ -81,22 +99,9 @@ describe("one port, four protocols", () => {
     });
     expect(connect.status).toBe(400);
     expect(await connect.json()).toMatchObject({ code: "invalid_argument", message: "request body is not valid UTF-8" });
-    const envelope = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), body]);
-    envelope.writeUInt32BE(body.length, 1);
-    const session = http2.connect(server.url);
-    try {
-      const trailers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
-        const stream = session.request({ ":method": "POST", ":path": "/fraud.v1.DecisionService/Decide", "content-type": "application/grpc+json", te: "trailers", "x-api-key": secret });
-        stream.on("trailers", resolve);
-        stream.on("error", reject);
-        stream.resume();
-        stream.end(envelope);
-      });
-      expect(trailers["grpc-status"]).toBe("3");
-      expect(decodeURIComponent(String(trailers["grpc-message"]))).toBe("request body is not valid UTF-8");
-    } finally {
-      session.close();
-    }
+    const trailers = await grpcJsonDecide(body);
+    expect(trailers["grpc-status"]).toBe("3");
+    expect(decodeURIComponent(String(trailers["grpc-message"]))).toBe("request body is not valid UTF-8");
     const rest = await fetch(`${server.url}/api/v1/decide`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": secret }, body });
     expect(rest.status).toBe(400);
     await server.app.settled();
@@ -108,23 +113,9 @@ describe("one port, four protocols", () => {
     const count = async () =>
       Number(/fraud_requests_total\{route="\/fraud\.v1\.DecisionService\/Decide",protocol="grpc",outcome="client_error",code="VALIDATION_ERROR"\} (\d+)/.exec(await (await fetch(`${server.url}/api/metrics`)).text())?.[1] ?? 0);
     const before = await count();
-    const message = Buffer.from(JSON.stringify({ userId: "u", action: "login", ammount: 5 }));
-    const envelope = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), message]);
-    envelope.writeUInt32BE(message.length, 1);
-    const session = http2.connect(server.url);
-    try {
-      const trailers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
-        const stream = session.request({ ":method": "POST", ":path": "/fraud.v1.DecisionService/Decide", "content-type": "application/grpc+json", te: "trailers", "x-api-key": secret });
-        stream.on("trailers", resolve);
-        stream.on("error", reject);
-        stream.resume();
-        stream.end(envelope);
-      });
-      expect(trailers["grpc-status"]).toBe("3");
-      expect(trailers["fraud-error-code"]).toBe("VALIDATION_ERROR");
-    } finally {
-      session.close();
-    }
+    const trailers = await grpcJsonDecide(Buffer.from(JSON.stringify({ userId: "u", action: "login", ammount: 5 })));
+    expect(trailers["grpc-status"]).toBe("3");
+    expect(trailers["fraud-error-code"]).toBe("VALIDATION_ERROR");
     await expect.poll(count).toBe(before + 1);
   });
 
