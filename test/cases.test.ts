@@ -124,7 +124,7 @@ describe("cases", () => {
     for (let i = 0; i < MAX_CASE_NOTES; i++) expect((await updateCase(owner, id, { note: `note ${i}` })).status).toBe(200);
     const refused = await updateCase(owner, id, { note: "one more", assignee: "bo@acme.test", status: "investigating" });
     expect(refused.status).toBe(409);
-    expect(refused.body.error?.message).toBe(`case ${id} holds 100 notes, the most allowed; nothing of this change was applied`);
+    expect(refused.body.error?.message).toBe(`case ${id} holds 100 notes, and 100 are the most allowed; nothing of this change was applied`);
     const kept = await updateCase(owner, id, { assignee: "bo@acme.test" });
     expect(kept.body.data).toMatchObject({ status: "open", assignee: "bo@acme.test" });
     expect(kept.body.data.notes).toHaveLength(MAX_CASE_NOTES);

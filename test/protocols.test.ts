@@ -102,6 +102,15 @@ describe("one port, four protocols", () => {
     const trailers = await grpcJsonDecide(body);
     expect(trailers["grpc-status"]).toBe("3");
     expect(decodeURIComponent(String(trailers["grpc-message"]))).toBe("request body is not valid UTF-8");
+    // A streaming call reads its message inside the interceptors: the same answer, the client's error, nothing logged as a fault.
+    for (const message of [Buffer.from([0x7b, 0x22, 0x73, 0x65, 0x72, 0x76, 0x69, 0x63, 0x65, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d]), Buffer.from('{"service":')]) {
+      const envelope = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), message]);
+      envelope.writeUInt32BE(message.length, 1);
+      const watch = await fetch(`${server.url}/grpc.health.v1.Health/Watch`, { method: "POST", headers: { "content-type": "application/connect+json" }, body: envelope });
+      const end = JSON.parse(new TextDecoder().decode(new Uint8Array(await watch.arrayBuffer()).subarray(5))) as { error: { code: string } };
+      expect(end.error.code).toBe("invalid_argument");
+    }
+    expect(server.logs.some((line) => line.includes('"unhandled error"'))).toBe(false);
     const rest = await fetch(`${server.url}/api/v1/decide`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": secret }, body });
     expect(rest.status).toBe(400);
     await server.app.settled();

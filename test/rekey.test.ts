@@ -87,6 +87,17 @@ describe("an installation whose stored keys an earlier release spelt otherwise",
     expect(JSON.parse(entries[0]?.body ?? "{}")).toMatchObject({ subject: "blocked_ips", data: { respelled: 2, values: "2a02:c7f:8::1/128 → 2a02:c7f:8::1, 81.2.69.161/32 → 81.2.69.161" } });
     expect(JSON.parse(entries[1]?.body ?? "{}")).toMatchObject({ subject: "bad_emails", data: { respelled: 2, values: "bob@ｅxample.com → bob@example.com, jane@xn--mnchen-3ya.de → jane@münchen.de" } });
 
+    // An audit entry names at most 100 of the values it respelled, and how many more.
+    lists.put(tenant, { name: "imported_ips", kind: "ip", type: "deny", description: "", automatic: false }, 1_000);
+    db.prepare("DELETE FROM repairs_done").run();
+    for (let i = 0; i < 150; i++) db.prepare("INSERT INTO list_entries VALUES (?, ?, 'imported_ips', ?, NULL, 1000)").run(tenant.accountId, tenant.environment, `11.0.0.${i}/32`);
+    rekeyStoredEntities({ db, lists, audit, clock: new ManualClock(), logger: silentLogger });
+    const imported = db.prepare("SELECT body FROM audit_log WHERE action = 'list.updated' AND body LIKE '%imported_ips%'").get() as { body: string };
+    const data = (JSON.parse(imported.body) as { data: { respelled: number; values: string } }).data;
+    expect(data.respelled).toBe(150);
+    expect(data.values).toMatch(/^11\.0\.0\.\d+\/32 → 11\.0\.0\.\d+, .*, and 50 more$/);
+    expect(data.values.split(" → ")).toHaveLength(101);
+
     // Once per database: what is stored later, however spelt, is left alone.
     label.run(tenant.accountId, tenant.environment, "i:2a02:c7f:9::1", "dec_later");
     rekeyStoredEntities({ db, lists, audit, clock: new ManualClock(), logger: silentLogger });

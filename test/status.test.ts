@@ -121,6 +121,11 @@ describe("a backlog of background tasks", () => {
       const before = (await uptime()).components.find((c) => c.name === "API Edge")?.metrics?.requestCount ?? 0;
       backlogged.app.health.markDraining();
       for (let i = 0; i < 20; i++) expect((await fetch(`${backlogged.url}/api/health/ready`)).status).toBe(503);
+      // Nor do the gRPC health service's probes (here over Connect JSON).
+      for (let i = 0; i < 5; i++) {
+        const check = await fetch(`${backlogged.url}/grpc.health.v1.Health/Check`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+        expect(await check.json()).toEqual({ status: "NOT_SERVING" });
+      }
       const after = await uptime();
       expect(after.uptime).toBe("100.00%");
       const edge = after.components.find((c) => c.name === "API Edge");

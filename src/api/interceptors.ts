@@ -37,9 +37,13 @@ export function errorInterceptor(logger: Logger): Interceptor {
         error = raw;
       } else if (raw instanceof ConnectError && raw.cause === undefined && raw.code !== Code.Unknown && raw.code !== Code.Internal) {
         error = protocolFailure(context, raw);
-      } else if (raw instanceof ConnectError && raw.code === Code.Internal && raw.rawMessage.startsWith(UNDECODABLE_MESSAGE)) {
+      } else if (
+        raw instanceof ConnectError &&
+        ((raw.code === Code.Internal && raw.rawMessage.startsWith(UNDECODABLE_MESSAGE)) || raw.code === Code.InvalidArgument)
+      ) {
         // A streaming call's message is read inside the interceptors: bytes that do not decode, which
-        // connect-es calls internal, are the client's fault (unary calls: server/library-refusal.ts).
+        // connect-es calls internal, and JSON it cannot read (not UTF-8, not JSON), which it calls invalid
+        // with the decoder's error as cause, are the client's fault (unary calls: server/library-refusal.ts).
         error = protocolFailure(context, new ConnectError(raw.rawMessage, Code.InvalidArgument));
       } else if (raw instanceof AtCapacityError) {
         error = overloadError(raw);

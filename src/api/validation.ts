@@ -332,7 +332,8 @@ function formatProblem(format: StringFormat, value: string): string | undefined 
       return url.protocol === "http:" || url.protocol === "https:" ? undefined : "must be an http or https URL";
     }
     case StringFormat.SINGLE_LINE: {
-      const control = /\p{Cc}/u.exec(value);
+      // Control characters, and the line and paragraph separators, which break a line too.
+      const control = /[\p{Cc}\p{Zl}\p{Zp}]/u.exec(value);
       return control === null ? undefined : `must be one line of text: it holds the control character U+${control[0].codePointAt(0)?.toString(16).toUpperCase().padStart(4, "0")}`;
     }
     default:

@@ -102,7 +102,7 @@ export class CaseService {
       if (change.assignee !== undefined) updated.assignee = change.assignee;
       if (change.note) {
         if (current.notes.length >= MAX_CASE_NOTES) {
-          throw new CaseConflictError(`case ${id} holds ${MAX_CASE_NOTES} notes, the most allowed; nothing of this change was applied`);
+          throw new CaseConflictError(`case ${id} holds ${current.notes.length} notes, and ${MAX_CASE_NOTES} are the most allowed; nothing of this change was applied`);
         }
         updated.notes.push({ text: change.note, createdAt: now });
       }

@@ -103,6 +103,14 @@ function rekeyGraphTable(db: Db, table: "graph_edges" | "graph_labels", columns:
   return db.prepare(`DELETE FROM ${table} WHERE ${stale}`).run().changes;
 }
 
+/** Respelled values an audit entry names; past them it says how many more (a list holds up to 100,000). */
+const LISTED_VALUES = 100;
+
+function listedValues(respelled: readonly string[]): string {
+  const listed = respelled.slice(0, LISTED_VALUES).join(", ");
+  return respelled.length > LISTED_VALUES ? `${listed}, and ${respelled.length - LISTED_VALUES} more` : listed;
+}
+
 /** IP list entries `a.b.c.d/32` and `x::y/128` as the address they are, once per database. */
 function respellHostRanges(deps: Deps, repairs: RepairLog): void {
   if (repairs.done(HOST_RANGE_REPAIR)) return;
@@ -154,7 +162,7 @@ function respellListEntries(deps: Deps, kind: keyof typeof STALE_LIST_ENTRIES): 
       actor: "system",
       action: "list.updated",
       subject: group.list,
-      data: { respelled: group.respelled.length, reason: stale.reason, values: group.respelled.join(", ") },
+      data: { respelled: group.respelled.length, reason: stale.reason, values: listedValues(group.respelled) },
     });
     respelled += group.respelled.length;
   }

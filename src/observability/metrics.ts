@@ -16,8 +16,9 @@ export interface RequestObservation {
   /** The component that served the call besides the edge, if any. */
   component: ComponentName | undefined;
   /**
-   * A probe or scrape (/api/health, /api/metrics): counted in the request totals, not in the components'
-   * windows or uptime, which say how the service answers its users, whatever a balancer polls.
+   * A probe, scrape or tool's call (/api/health, /api/metrics, gRPC health and reflection): counted in the
+   * request totals, not in the components' windows or uptime, which say how the service answers its users,
+   * whatever a balancer polls.
    */
   diagnostic: boolean;
 }

@@ -435,7 +435,7 @@ export class Dispatcher {
   /** One call's metrics and its `request` log line. */
   private record(context: CallContext, route: string, component: ComponentName | undefined, status: number, code: string, serverError: boolean, clientError: boolean): void {
     const durationMs = performance.now() - context.startedAt;
-    this.deps.metrics.observe({ route, protocol: context.protocol, code, serverError, clientError, durationMs, component, diagnostic: DIAGNOSTIC_PATHS.has(route) });
+    this.deps.metrics.observe({ route, protocol: context.protocol, code, serverError, clientError, durationMs, component, diagnostic: isDiagnostic(route) });
     this.deps.logger.log(serverError ? "error" : "info", "request", {
       requestId: context.requestId,
       route,
@@ -455,6 +455,15 @@ export class Dispatcher {
 
 /** The probes' and scrapers' paths (docs/api-decisions.md, Diagnostics): GET only, no key. */
 const DIAGNOSTIC_PATHS: ReadonlySet<string> = new Set(["/api/health", "/api/health/live", "/api/health/ready", "/api/metrics"]);
+
+/**
+ * Whether a call is a probe's or a tool's, not a user's: the HTTP probes and the scrape, the gRPC health
+ * service (balancers' and Kubernetes' gRPC probes; a Watch lasts a minute) and server reflection (grpcurl,
+ * buf curl). They are counted in the request totals, not in the status report's components or uptime.
+ */
+function isDiagnostic(route: string): boolean {
+  return DIAGNOSTIC_PATHS.has(route) || route.startsWith("/grpc.health.v1.Health/") || route.startsWith("/grpc.reflection.");
+}
 
 /** HTTP/1.1 requests one connection may have waiting for their answers; past it the connection closes. */
 const MAX_PIPELINED_REQUESTS = 32;

@@ -102,12 +102,15 @@ function checkCompiles(definition: PolicyDefinition): void {
 }
 
 /**
- * A name as a reader tells names apart: invisible format characters (zero-width spaces and joiners,
- * direction marks) dropped; compatibility forms, case and runs of white space folded.
+ * A name as a reader tells names apart: blanks that are no space character (Hangul fillers, the braille
+ * blank) read as the space they show, the other characters that show nothing (zero-width spaces and
+ * joiners, direction marks, variation selectors: Unicode's default-ignorable ones) dropped; compatibility
+ * forms, case and runs of white space folded.
  */
 const lookalike = (name: string) =>
   name
-    .replace(/\p{Cf}/gu, "")
+    .replace(/[\u115f\u1160\u3164\uffa0\u2800]/g, " ")
+    .replace(/\p{Default_Ignorable_Code_Point}/gu, "")
     .normalize("NFKC")
     .trim()
     .replace(/\s+/g, " ")

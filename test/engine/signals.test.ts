@@ -245,6 +245,8 @@ describe("email", () => {
     expect(fast({ email: "jane@xn--mnchen-3ya.de" }).email).toMatchObject({ valid: true, disposable: false, domain: "münchen.de" });
     expect(canonicalEmail(" Jane@XN--MNCHEN-3YA.de ")).toBe(canonicalEmail("jane@MÜNCHEN.de"));
     expect(canonicalEmail("jane@münchen.de")).toBe("jane@münchen.de");
+    // Fully qualified, the same domain.
+    expect(canonicalEmail("Jane@Example.com.")).toBe("jane@example.com");
     // IDNA as the URL parser does it would percent-decode: mail knows no such spelling.
     expect(canonicalEmail("jane@ex%41mple.com")).toBe("jane@ex%41mple.com");
     expect(canonicalEmail("jane@bücher%2e.de")).toBe("jane@bücher%2e.de");

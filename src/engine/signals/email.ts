@@ -26,12 +26,14 @@ const EMPTY_EMAIL: EmailSignals = Object.freeze({
 /**
  * An e-mail address as the service compares it wherever it is an identity
  * (list entries, velocity counters, the fraud graph): case-insensitively,
- * surrounding spaces ignored, its domain in one spelling ({@link canonicalDomain}).
+ * surrounding spaces and a fully qualified domain's final dot ignored, its
+ * domain in one spelling ({@link canonicalDomain}).
  */
 export function canonicalEmail(email: string): string {
   const address = email.trim().toLowerCase();
   const at = address.lastIndexOf("@");
-  return at === -1 ? address : `${address.slice(0, at + 1)}${canonicalDomain(address.slice(at + 1))}`;
+  // A domain written fully qualified (`example.com.`) is the same domain, as the e-mail signals read it.
+  return at === -1 ? address : `${address.slice(0, at + 1)}${canonicalDomain(address.slice(at + 1).replace(/\.$/, ""))}`;
 }
 
 /** A domain of ASCII letters, digits, hyphens and dots with no punycode label: already in its one spelling. */
