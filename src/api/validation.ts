@@ -234,7 +234,16 @@ function isSet(field: DescField, value: unknown): boolean {
 
 function codePointLength(value: string, max: number): number {
   // Cheap path: UTF-16 length bounds the code point count from above.
-  return value.length <= max ? value.length : [...value].length;
+  return value.length <= max ? value.length : codePoints(value);
+}
+
+/** Characters as the contract's limits count them: code points (a surrogate pair is one, a lone surrogate one too). */
+export function codePoints(text: string): number {
+  let count = text.length;
+  for (let i = 1; i < text.length; i++) {
+    if ((text.charCodeAt(i) & 0xfc00) === 0xdc00 && (text.charCodeAt(i - 1) & 0xfc00) === 0xd800) count--;
+  }
+  return count;
 }
 
 const valueSets = createRegistry(file_fraud_v1_value_sets);

@@ -16,8 +16,9 @@ const REPAIR = "entity-keys-ipv6-network-and-email-domain";
  * (2026-11-21): an IPv6 address's own, which is now its /64's (or, for a
  * NAT64 address, its IPv4 client's), and an e-mail whose domain was spelt in
  * punycode or with compatibility forms, which now has one spelling
- * (canonicalDomain changes nothing else: a domain of plain ASCII with no
- * punycode label is its own spelling). SQL picks these candidates, the
+ * (a domain of plain ASCII with no punycode label is its own spelling, but
+ * for a final dot, dropped since 2026-11-22, which the repair does not look
+ * for: rare, and left as stored). SQL picks these candidates, the
  * function {@link CURRENT_KEY} the key each has now.
  */
 const STALE_ENTITY = `((entity LIKE 'i:%:%' AND entity NOT LIKE '%/64') OR (entity LIKE 'e:%' AND (entity LIKE '%xn--%' OR entity GLOB '*[^ -~]*')))`;

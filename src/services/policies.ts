@@ -3,6 +3,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { BacktestResultSchema, BacktestWindow, PolicySchema, PolicyService, Rule } from "../../gen/fraud/v1/policy_pb.js";
 import { apiError } from "../api/errors.js";
+import { codePoints } from "../api/validation.js";
 import type { Clock } from "../clock.js";
 import type { BacktestOutcome } from "../decisions/backtest.js";
 import type { DecisionEngine } from "../decisions/engine.js";
@@ -39,13 +40,6 @@ export const MAX_ACCOUNT_CONDITION_CHARACTERS = 262_144;
 
 /** Characters as the request's limits count them: code points, so an emoji is one, as in a condition's own limit. */
 const conditionCharacters = (rules: ReadonlyArray<{ condition: string }>) => rules.reduce((sum, rule) => sum + codePoints(rule.condition), 0);
-
-function codePoints(text: string): number {
-  let count = text.length;
-  // A surrogate pair is two UTF-16 units and one code point.
-  for (let i = 0; i < text.length; i++) if ((text.charCodeAt(i) & 0xfc00) === 0xdc00 && i > 0 && (text.charCodeAt(i - 1) & 0xfc00) === 0xd800) count--;
-  return count;
-}
 
 /** Refuses a policy whose conditions together pass {@link MAX_POLICY_CONDITION_CHARACTERS}, before anything compiles them. */
 function checkConditionSize(rules: ReadonlyArray<{ condition: string }>): void {

@@ -32,23 +32,24 @@ const EMPTY_EMAIL: EmailSignals = Object.freeze({
 export function canonicalEmail(email: string): string {
   const address = email.trim().toLowerCase();
   const at = address.lastIndexOf("@");
-  // A domain written fully qualified (`example.com.`) is the same domain, as the e-mail signals read it.
-  return at === -1 ? address : `${address.slice(0, at + 1)}${canonicalDomain(address.slice(at + 1).replace(/\.$/, ""))}`;
+  return at === -1 ? address : `${address.slice(0, at + 1)}${canonicalDomain(address.slice(at + 1))}`;
 }
 
 /** A domain of ASCII letters, digits, hyphens and dots with no punycode label: already in its one spelling. */
 const PLAIN_ASCII_DOMAIN = /^[a-z0-9.-]*$/;
 
 /**
- * A domain in one spelling: lower case, and an internationalised one in
- * Unicode whether it was written so or in punycode (`münchen.de` and
- * `xn--mnchen-3ya.de` are one domain), with the compatibility forms IDNA maps
- * (fullwidth letters) mapped. A domain IDNA refuses stays as written,
- * lower-cased; so does one with a `%`, which the URL parser's IDNA would
- * percent-decode (`ex%41mple.com` is no spelling of example.com in mail).
+ * A domain in one spelling: lower case, written without a fully qualified
+ * domain's final dot (`example.com.` is `example.com`), and an
+ * internationalised one in Unicode whether it was written so or in punycode
+ * (`münchen.de` and `xn--mnchen-3ya.de` are one domain), with the
+ * compatibility forms IDNA maps (fullwidth letters) mapped. A domain IDNA
+ * refuses stays as written, lower-cased; so does one with a `%`, which the URL
+ * parser's IDNA would percent-decode (`ex%41mple.com` is no spelling of
+ * example.com in mail).
  */
-export function canonicalDomain(domain: string): string {
-  const lower = domain.toLowerCase();
+function canonicalDomain(domain: string): string {
+  const lower = domain.toLowerCase().replace(/\.$/, "");
   if ((PLAIN_ASCII_DOMAIN.test(lower) && !lower.includes("xn--")) || lower.includes("%")) return lower;
   const ascii = domainToASCII(lower);
   return ascii === "" ? lower : domainToUnicode(ascii);
@@ -60,7 +61,7 @@ function parseAddress(email: string): { localPart: string; domain: string } | nu
   const at = address.lastIndexOf("@");
   if (at <= 0) return null;
   const localPart = address.slice(0, at);
-  const domain = canonicalDomain(address.slice(at + 1).replace(/\.$/, ""));
+  const domain = canonicalDomain(address.slice(at + 1));
   const valid = address.length <= MAX_ADDRESS_LENGTH && localPart.length <= MAX_LOCAL_LENGTH && LOCAL_PART.test(localPart) && isValidDomain(domain);
   return valid ? { localPart, domain } : null;
 }
