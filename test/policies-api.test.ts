@@ -402,7 +402,9 @@ describe("policy versions", () => {
     const notNumber = await call<ErrorJson>("GET", `/api/v1/policies/${id}/versions/first`);
     expect(notNumber.status).toBe(400);
     expect(notNumber.body.error.message).toBe("path parameter version must be a whole number in decimal digits");
-    expect((await call<ErrorJson>("GET", `/api/v1/policies/${id}/versions/0`)).status).toBe(400);
+    const zero = await call<ErrorJson>("GET", `/api/v1/policies/${id}/versions/0`);
+    expect(zero.status).toBe(400);
+    expect(zero.body.error.message).toBe("invalid request: version must be at least 1");
   });
 });
 

@@ -295,7 +295,10 @@ function compileFieldRules(field: DescField, rules: FieldRules): Check {
   return (message, prefix, out) => {
     const value = message[field.localName];
     if (rules.required && !isSet(field, value)) {
-      out.push({ field: prefix + name, description: "is required" });
+      // A number's zero is its unset value on the wire; where zero is out of range, the range says more
+      // than "required" to a caller who sent it (a path's /versions/0).
+      const zeroProblem = value === 0 ? boundsProblem(rules, 0) : undefined;
+      out.push({ field: prefix + name, description: zeroProblem ?? "is required" });
       return;
     }
     if (Array.isArray(value)) {
