@@ -11,7 +11,7 @@
 import { celMap } from "@bufbuild/cel";
 import type { CelMap } from "@bufbuild/cel";
 import { IpRangeSet } from "../engine/ip-lists.js";
-import { canonicalCidr, parseIp } from "../engine/ip.js";
+import { canonicalCidr, nat64Client, parseIp } from "../engine/ip.js";
 import { canonicalEmail } from "../engine/signals/email.js";
 
 export type ListKind = "user" | "email" | "ip" | "device";
@@ -122,7 +122,11 @@ class IpMatcher implements ListMatcher {
   has(value: string): boolean {
     const ip = parseIp(value);
     if (ip === null) return false;
-    return this.addresses.has(ip.text) || this.ranges.contains(ip);
+    if (this.addresses.has(ip.text) || this.ranges.contains(ip)) return true;
+    // A NAT64 address is its IPv4 client (docs/signals.md): the client's entries match it. (An entry written
+    // as a NAT64 address is in `addresses` under its client's spelling too: buildMatcher.)
+    const client = nat64Client(ip);
+    return client !== undefined && (this.addresses.has(client.text) || this.ranges.contains(client));
   }
 }
 
@@ -136,6 +140,12 @@ function buildMatcher(definition: ListDefinition): ListMatcher {
     }
     if (definition.kind === "ip" && normalized.includes("/")) cidrs.push(normalized);
     else values.add(normalized);
+    if (definition.kind === "ip" && normalized.startsWith("64:ff9b::")) {
+      // An IPv4 client's entry written as the NAT64 address it was seen through matches the client itself.
+      const parsed = parseIp(normalized);
+      const client = parsed === null ? undefined : nat64Client(parsed);
+      if (client !== undefined) values.add(client.text);
+    }
   }
   if (definition.kind !== "ip") return new ExactMatcher(definition.kind, values);
   // IpRangeSet merges overlapping ranges into sorted intervals for a binary search.

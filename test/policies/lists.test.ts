@@ -136,6 +136,22 @@ describe("ListSnapshot", () => {
     expect(lists.contains("other", "10.0.0.1")).toBe(false);
   });
 
+  it("takes a NAT64 address and the IPv4 client it carries for one client, in either direction", () => {
+    const lists = ListSnapshot.build([
+      { name: "blocked", kind: "ip", entries: ["185.220.101.1", "64:ff9b::203.0.113.9", "198.51.100.0/24"] },
+    ]);
+    // The client's entries match it seen through a NAT64 translator, addresses and ranges alike...
+    expect(lists.contains("blocked", "64:ff9b::185.220.101.1")).toBe(true);
+    expect(lists.contains("blocked", "64:ff9b::c633:6407")).toBe(true); // 198.51.100.7
+    // ...and an entry written as the NAT64 address (a fraud label's) matches the client over IPv4.
+    expect(lists.contains("blocked", "203.0.113.9")).toBe(true);
+    expect(lists.contains("blocked", "64:ff9b::203.0.113.9")).toBe(true);
+    // Other addresses of the prefix, and the client's neighbours, are not matched.
+    expect(lists.contains("blocked", "64:ff9b::185.220.101.2")).toBe(false);
+    expect(lists.contains("blocked", "203.0.113.10")).toBe(false);
+    expect(lists.contains("blocked", "64:ff9b:1::185.220.101.1")).toBe(false);
+  });
+
   it("refuses bad names, duplicates and invalid entries", () => {
     expect(() => ListSnapshot.build([{ name: "bad-name", kind: "user", entries: [] }])).toThrow(/invalid list name/);
     expect(() =>
