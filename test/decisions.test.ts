@@ -343,7 +343,7 @@ describe("POST /api/v1/analyze", () => {
     const key = acme.keys.live.secret;
     const send = (method: string, path: string, body: unknown) =>
       fetch(`${server.url}${path}`, { method, headers: { "content-type": "application/json", "x-api-key": key }, body: JSON.stringify(body) });
-    expect((await send("PUT", "/api/v1/lists/analyze_blocked_users", { kind: "user", type: "deny" })).status).toBe(200);
+    expect((await send("PUT", "/api/v1/lists/analyze_blocked_users", { kind: "user", type: "deny" })).status).toBe(201);
     expect((await send("POST", "/api/v1/lists/analyze_blocked_users/entries", { entries: [{ value: "mallory" }] })).status).toBe(200);
     const listed = await analyze(key, { userId: "mallory", action: "login", ip: UK_IP, ...HUMAN_DESKTOP });
     expect(listed.body).toMatchObject({ decision: "deny", hasElevatedRisk: true, riskReasons: expect.arrayContaining(["DENYLISTED"]) });

@@ -545,7 +545,7 @@ describe("the fraud graph", () => {
   it("joins nothing on an address that is not public: the backend's own, when decides leave ip out", async () => {
     const backend = server.createAccount("Backend", { decide: 1000 });
     const key = backend.keys.live.secret;
-    expect((await call(key, "PUT", "/api/v1/lists/auto_ips", { kind: "ip", type: "deny", automatic: true })).status).toBe(200);
+    expect((await call(key, "PUT", "/api/v1/lists/auto_ips", { kind: "ip", type: "deny", automatic: true })).status).toBe(201);
     type Velocity = { velocity: { ip: { lastMinute: number; lastDay: number }; usersPerIp24h: number } };
     const velocityOf = async (decisionId: string) =>
       (await call<{ data: { signals: Velocity } }>(key, "GET", `/api/v1/decisions/${decisionId}`)).body.data.signals.velocity;
@@ -578,7 +578,7 @@ describe("the fraud graph", () => {
     const key = shop.keys.live.secret;
     for (const [name, kind] of [["auto_devices", "device"], ["auto_emails", "email"]] as const) {
       const put = await call(key, "PUT", `/api/v1/lists/${name}`, { kind, type: "deny", automatic: true });
-      expect(put.status).toBe(200);
+      expect(put.status).toBe(201);
     }
     await call(key, "PUT", "/api/v1/lists/manual_users", { kind: "user", type: "deny", automatic: false });
     const made = await decide(key, { userId: "eve", action: "signup", email: "Eve@Example.com", deviceId: "dev_eve", ip: "81.2.69.210", ...HUMAN_DESKTOP });
@@ -605,7 +605,7 @@ describe("the fraud graph", () => {
     const shop = server.createAccount("Reviewed shop");
     const key = shop.keys.live.secret;
     for (const [name, kind] of [["auto_devices", "device"], ["auto_emails", "email"]] as const) {
-      expect((await call(key, "PUT", `/api/v1/lists/${name}`, { kind, type: "deny", automatic: true })).status).toBe(200);
+      expect((await call(key, "PUT", `/api/v1/lists/${name}`, { kind, type: "deny", automatic: true })).status).toBe(201);
     }
     const expiresAt = new Date(clock.now() + 3_600_000).toISOString();
     expect((await call(key, "POST", "/api/v1/lists/auto_emails/entries", { entries: [{ value: "temp@example.com", expiresAt }] })).status).toBe(200);
@@ -631,7 +631,7 @@ describe("the fraud graph", () => {
   it("puts back an automatic entry that expired (not yet pruned) and denies by it at once", async () => {
     const shop = server.createAccount("Returning shop");
     const key = shop.keys.live.secret;
-    expect((await call(key, "PUT", "/api/v1/lists/auto_users", { kind: "user", type: "deny", automatic: true })).status).toBe(200);
+    expect((await call(key, "PUT", "/api/v1/lists/auto_users", { kind: "user", type: "deny", automatic: true })).status).toBe(201);
     const expiresAt = new Date(clock.now() + 60_000).toISOString();
     expect((await call(key, "POST", "/api/v1/lists/auto_users/entries", { entries: [{ value: "victim", expiresAt }] })).status).toBe(200);
     expect((await decide(key, { userId: "victim", action: "login", ip: "81.2.69.60", ...HUMAN_DESKTOP })).reasons).toContain("DENYLISTED");
@@ -650,7 +650,7 @@ describe("the fraud graph", () => {
   it("marks no entity on a fraud label the client is less than half sure of", async () => {
     const shop = server.createAccount("Unsure shop");
     const key = shop.keys.live.secret;
-    expect((await call(key, "PUT", "/api/v1/lists/auto_emails", { kind: "email", type: "deny", automatic: true })).status).toBe(200);
+    expect((await call(key, "PUT", "/api/v1/lists/auto_emails", { kind: "email", type: "deny", automatic: true })).status).toBe(201);
     const entries = () => server.app.db.prepare("SELECT value FROM list_entries WHERE account_id = ? AND list_name = 'auto_emails'").all(shop.account.id) as Array<{ value: string }>;
     const made = await decide(key, { userId: "maybe", action: "login", email: "maybe@example.org", deviceId: "dev_maybe", ip: "81.2.69.50", ...HUMAN_DESKTOP });
     for (const confidence of [0, 0.49]) {
@@ -671,7 +671,7 @@ describe("the fraud graph", () => {
   it("adds nothing to an automatic list that is full, and applies the label all the same", async () => {
     const shop = server.createAccount("Full shop");
     const key = shop.keys.live.secret;
-    expect((await call(key, "PUT", "/api/v1/lists/auto_full", { kind: "device", type: "deny", automatic: true })).status).toBe(200);
+    expect((await call(key, "PUT", "/api/v1/lists/auto_full", { kind: "device", type: "deny", automatic: true })).status).toBe(201);
     for (let from = 0; from < MAX_LIST_ENTRIES; from += 5_000) {
       const entries = Array.from({ length: 5_000 }, (_, i) => ({ value: `dev_filler_${from + i}` }));
       expect((await call(key, "POST", "/api/v1/lists/auto_full/entries", { entries })).status).toBe(200);
@@ -695,7 +695,7 @@ describe("upgrading an installation whose feedback put private addresses in auto
         headers: { "content-type": "application/json", "x-api-key": keys.live.secret },
         body: JSON.stringify({ kind: "ip", type: "deny", automatic: true }),
       });
-      expect(put.status).toBe(200);
+      expect(put.status).toBe(201);
     }
     // What an earlier release did: feedback added the backend's 127.0.0.1 (and a public address), as its audit
     // entry records, and 127.0.0.2 to the other list; an analyst added 10.0.0.9 by hand, and later worked on

@@ -193,7 +193,12 @@ describe("policies acting on decisions", () => {
   });
 
   it("lets an allow-list rule override a high score, with lookups in named lists", async () => {
-    expect((await call("PUT", "/api/v1/lists/vip_users", { kind: "user", type: "allow", description: "known good" })).status).toBe(200);
+    // PUT creates the list (201), then changes it (200); its body is the list either way.
+    expect((await call("PUT", "/api/v1/lists/vip_users", { kind: "user", type: "allow", description: "known good" })).status).toBe(201);
+    const changed = await call<{ data: Record<string, unknown> }>("PUT", "/api/v1/lists/vip_users", { kind: "user", type: "allow", description: "known good customers" });
+    expect(changed.status).toBe(200);
+    expect(changed.body.data).toMatchObject({ name: "vip_users", description: "known good customers" });
+    expect(changed.body.data).not.toHaveProperty("created");
     const added = await call<{ data: { added: number; updated: number } }>("POST", "/api/v1/lists/vip_users/entries", { entries: [{ value: "vip_1" }] });
     expect(added.body.data).toEqual({ added: 1, updated: 0 });
     await call<PolicyJson>("POST", "/api/v1/policies", { name: "VIPs", status: "active", priority: 100, rules: [{ condition: "userId in lists.vip_users", action: "allow" }] });
@@ -418,7 +423,7 @@ describe("list changes", () => {
       expect(status).toBe(200);
       return body.data.reasons;
     };
-    expect((await as("PUT", "/api/v1/lists/blocked_users", { kind: "user", type: "deny" })).status).toBe(200);
+    expect((await as("PUT", "/api/v1/lists/blocked_users", { kind: "user", type: "deny" })).status).toBe(201);
     // This decide builds and caches the account's policy set, with the list still empty.
     expect(await reasonsFor("mallory")).not.toContain("DENYLISTED");
 
@@ -444,7 +449,7 @@ describe("list changes", () => {
   it("keep one entry per entity: a range of one address is the address, a user id is kept as decide compares it", async () => {
     const as = <T>(method: string, path: string, body?: unknown) => call<T>(method, path, body, testKey);
     const entriesOf = async (name: string) => (await as<{ data: { entries: Array<{ value: string }> } }>("GET", `/api/v1/lists/${name}`)).body.data.entries.map((entry) => entry.value);
-    expect((await as("PUT", "/api/v1/lists/host_ips", { kind: "ip", type: "deny" })).status).toBe(200);
+    expect((await as("PUT", "/api/v1/lists/host_ips", { kind: "ip", type: "deny" })).status).toBe(201);
     const added = await as<{ data: { added: number; updated: number } }>("POST", "/api/v1/lists/host_ips/entries", {
       entries: [{ value: "81.2.69.161/32" }, { value: "81.2.69.161" }, { value: "::ffff:81.2.69.162/128" }, { value: "2a02:c7f:8::1/128" }],
     });
@@ -455,7 +460,7 @@ describe("list changes", () => {
     expect(await entriesOf("host_ips")).toEqual(["2a02:c7f:8::1"]);
 
     // A user id with spaces is another user id: stored and matched exactly, as decide takes it.
-    expect((await as("PUT", "/api/v1/lists/spaced_users", { kind: "user", type: "deny" })).status).toBe(200);
+    expect((await as("PUT", "/api/v1/lists/spaced_users", { kind: "user", type: "deny" })).status).toBe(201);
     expect((await as("POST", "/api/v1/lists/spaced_users/entries", { entries: [{ value: " alice " }] })).status).toBe(200);
     expect(await entriesOf("spaced_users")).toEqual([" alice "]);
     const reasonsOf = async (userId: string) => (await as<{ data: { reasons: string[] } }>("POST", "/api/v1/decide", { userId, action: "login", ip: UK_IP })).body.data.reasons;
@@ -467,7 +472,7 @@ describe("list changes", () => {
 
   it("refuse an e-mail entry that is no address, saying how to match a domain, and still remove one stored before", async () => {
     const as = <T>(method: string, path: string, body?: unknown) => call<T>(method, path, body, testKey);
-    expect((await as("PUT", "/api/v1/lists/spam_emails", { kind: "email", type: "deny" })).status).toBe(200);
+    expect((await as("PUT", "/api/v1/lists/spam_emails", { kind: "email", type: "deny" })).status).toBe(201);
     const refused = await as<ErrorJson>("POST", "/api/v1/lists/spam_emails/entries", {
       entries: [{ value: "@spam-domain.com" }, { value: "foo" }, { value: "a@@b.com" }, { value: "Ok@Example.com" }],
     });
@@ -493,7 +498,7 @@ describe("list changes", () => {
     expect(refused.body.error.details.fieldViolations?.map((v) => v.field)).toEqual(["automatic"]);
     expect((await as("GET", "/api/v1/lists/auto_allow")).status).toBe(404);
     // An automatic deny list may not be turned into an automatic allow list either.
-    expect((await as("PUT", "/api/v1/lists/auto_deny", { kind: "user", type: "deny", automatic: true })).status).toBe(200);
+    expect((await as("PUT", "/api/v1/lists/auto_deny", { kind: "user", type: "deny", automatic: true })).status).toBe(201);
     const changed = await as<ErrorJson>("PUT", "/api/v1/lists/auto_deny", { kind: "user", type: "allow", automatic: true });
     expect(changed.status).toBe(400);
     expect(changed.body.error.details.fieldViolations?.map((v) => v.field)).toEqual(["automatic"]);
@@ -504,7 +509,7 @@ describe("list changes", () => {
   it("refuses an entry whose expiresAt is already past (or now) with 400, adding nothing of the call", async () => {
     const owner = server.createAccount("Expired entries").keys.live.secret;
     const as = <T>(method: string, path: string, body?: unknown) => call<T>(method, path, body, owner);
-    expect((await as("PUT", "/api/v1/lists/timed", { kind: "user", type: "deny" })).status).toBe(200);
+    expect((await as("PUT", "/api/v1/lists/timed", { kind: "user", type: "deny" })).status).toBe(201);
     for (const expiresAt of [clock.now() - 60_000, clock.now()]) {
       const refused = await as<ErrorJson>("POST", "/api/v1/lists/timed/entries", { entries: [{ value: "fresh_user" }, { value: "stale_user", expiresAt: new Date(expiresAt).toISOString() }] });
       expect(refused.status).toBe(400);
@@ -524,7 +529,7 @@ describe("lists saved by an earlier release", () => {
   it("stay usable: a range stored as typed is removed by any spelling, a list named by a now-reserved word still answers", async () => {
     const { account, keys } = server.createAccount("Old lists");
     const as = <T>(method: string, path: string, body?: unknown) => call<T>(method, path, body, keys.live.secret);
-    expect((await as("PUT", "/api/v1/lists/ranges", { kind: "ip", type: "deny" })).status).toBe(200);
+    expect((await as("PUT", "/api/v1/lists/ranges", { kind: "ip", type: "deny" })).status).toBe(201);
     // As an earlier release stored them: as typed, and a list named null.
     const now = clock.now();
     server.app.db.prepare("INSERT INTO list_entries VALUES (?, 'live', 'ranges', '10.1.2.3/16', NULL, ?)").run(account.id, now);
@@ -619,7 +624,7 @@ describe("limits on what an account holds", () => {
     expect(stored("SELECT count(*) AS n FROM policy_versions WHERE account_id = ?")).toBe(MAX_POLICIES);
     expect(stored("SELECT count(*) AS n FROM audit_log WHERE account_id = ? AND action LIKE 'policy.%'")).toBe(MAX_POLICIES);
 
-    for (let i = 0; i < MAX_LISTS; i++) expect((await as("PUT", `/api/v1/lists/l${i}`, { kind: "ip", type: "deny" })).status).toBe(200);
+    for (let i = 0; i < MAX_LISTS; i++) expect((await as("PUT", `/api/v1/lists/l${i}`, { kind: "ip", type: "deny" })).status).toBe(201);
     expect((await as<ErrorJson>("PUT", "/api/v1/lists/one_too_many", { kind: "ip", type: "deny" })).status).toBe(409);
     const lists = (await as<{ data: { lists: Array<{ name: string }> } }>("GET", "/api/v1/lists")).body.data.lists;
     expect(lists).toHaveLength(MAX_LISTS);

@@ -1,4 +1,4 @@
-import { getOption, hasOption, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { ScalarType, getOption, hasOption, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { CaseService } from "../../gen/fraud/v1/case_pb.js";
 import { ConsortiumService } from "../../gen/fraud/v1/consortium_pb.js";
 import { DecisionService } from "../../gen/fraud/v1/decision_pb.js";
@@ -48,6 +48,8 @@ export interface MethodContract {
   permissions: Permission[];
   rateLimits: RateLimitRule[];
   responseShape: ResponseShape;
+  /** The output's property named by http.created_field, checked to be a bool at start-up; undefined when none. */
+  createdProperty: string | undefined;
 }
 
 const contracts = new Map<DescMethod, MethodContract>();
@@ -84,6 +86,10 @@ for (const service of API_SERVICES) {
       return name;
     });
     if (permission === undefined) throw new Error(`${service.typeName}.${method.name} names no permission`);
+    const createdField = httpRule.createdField === "" ? undefined : method.output.fields.find((f) => f.jsonName === httpRule.createdField);
+    if (httpRule.createdField !== "" && (createdField?.fieldKind !== "scalar" || createdField.scalar !== ScalarType.BOOL)) {
+      throw new Error(`${service.typeName}.${method.name}: created_field ${httpRule.createdField} is not a bool field of ${method.output.typeName}`);
+    }
     contracts.set(method, {
       method,
       http: httpRule,
@@ -93,6 +99,7 @@ for (const service of API_SERVICES) {
       rateLimits: getOption(method, rate_limit),
       responseShape:
         httpRule.responseShape === ResponseShape.UNSPECIFIED ? ResponseShape.ENVELOPE : httpRule.responseShape,
+      createdProperty: createdField?.localName,
     });
   }
 }

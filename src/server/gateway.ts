@@ -162,7 +162,8 @@ export class RestGateway {
   }
 
   private writeSuccess(res: NodeResponse, context: CallContext, contract: MethodContract, schema: DescMessage, output: UnaryResponse["message"]): void {
-    const status = contract.http.successStatus || 200;
+    const created = contract.createdProperty !== undefined && (output as Record<string, unknown>)[contract.createdProperty] === true;
+    const status = created ? 201 : contract.http.successStatus || 200;
     if (contract.responseShape === ResponseShape.EMPTY) {
       res.writeHead(status, { "cache-control": NO_STORE });
       res.end();

@@ -162,7 +162,7 @@ export function createListService(deps: {
       }
       put.immediate(tenant, { name: request.name, kind: request.kind as ListKind, type: request.type as "allow" | "deny", description: request.description, automatic: request.automatic }, actor);
       deps.sets.invalidate(tenant);
-      return { list: toNamedList(existing(tenant, request.name)) };
+      return { list: toNamedList(existing(tenant, request.name)), created: current === undefined };
     },
     addListEntries(request, ctx) {
       const { tenant, actor } = callerScope(ctx.values);
