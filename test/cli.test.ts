@@ -5,6 +5,7 @@ import net from "node:net";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FRAUDCTL, runFraudctl, startServerProcess, type ServerProcess } from "./helpers/process.js";
+import { openDatabase } from "../src/store/database.js";
 import { tempDir } from "./helpers/server.js";
 
 const dataDir = tempDir();
@@ -310,6 +311,23 @@ describe("fraudctl serve that cannot start", () => {
       const next = await startServerProcess({ FRAUD_DATA_DIR: otherDir });
       next.child.kill("SIGTERM");
       expect(await next.exited).toBe(0);
+    } finally {
+      fs.rmSync(otherDir, { recursive: true, force: true });
+    }
+  });
+
+  it("exits with 1 and the reason when its database fails it after its threads have started, leaving none running", async () => {
+    const otherDir = tempDir();
+    try {
+      expect((await runFraudctl(["accounts", "create", "--name", "Shop"], { FRAUD_DATA_DIR: otherDir })).code).toBe(0);
+      // A table gone from a database whose schema is current: the lists' statements cannot be prepared, after the
+      // engine, checkpointer and their threads are up.
+      const db = openDatabase(otherDir);
+      db.exec("DROP TABLE list_entries");
+      db.close();
+      const result = await runFraudctl(["serve"], { FRAUD_DATA_DIR: otherDir, PORT: "0", HOST: "127.0.0.1" });
+      expect(result.code).toBe(1);
+      expect(result.stderr).toMatch(/no such table: (main\.)?list_entries/);
     } finally {
       fs.rmSync(otherDir, { recursive: true, force: true });
     }

@@ -129,19 +129,42 @@ export interface App {
  */
 export function buildApp(options: AppOptions): App {
   const lock = DataDirectoryLock.acquire(options.config.dataDir);
+  const logger = options.logger ?? createLogger();
+  const started = new StartedParts();
   try {
-    return assembleApp(options, lock);
+    return assembleApp({ ...options, logger }, lock, started);
   } catch (error) {
-    lock.release();
+    // A start that fails part way (a repair's write on a full disk, a damaged schema) leaves nothing running: the
+    // threads already started would keep the process up, and the directory is held until its database is closed.
+    void started.stopAll(logger).finally(() => lock.release());
     throw error;
   }
 }
 
-function assembleApp(options: AppOptions, lock: DataDirectoryLock): App {
-  const { config } = options;
+/** What a start has set running so far, to be stopped, newest first, if the start fails after them. */
+class StartedParts {
+  private readonly stops: Array<{ name: string; stop: () => unknown }> = [];
+
+  add<T>(name: string, part: T, stop: (part: T) => unknown): T {
+    this.stops.push({ name, stop: () => stop(part) });
+    return part;
+  }
+
+  async stopAll(logger: Logger): Promise<void> {
+    for (const { name, stop } of this.stops.reverse()) {
+      try {
+        await stop();
+      } catch (error) {
+        logger.log("error", "stopping after a failed start failed", { part: name, error: error instanceof Error ? error.message : String(error) });
+      }
+    }
+  }
+}
+
+function assembleApp(options: AppOptions & { logger: Logger }, lock: DataDirectoryLock, started: StartedParts): App {
+  const { config, logger } = options;
   const clock = options.clock ?? systemClock;
-  const logger = options.logger ?? createLogger();
-  const db = openDatabase(config.dataDir);
+  const db = started.add("database", openDatabase(config.dataDir), (database) => database.close());
   const accounts = new AccountRepository(db);
   const auditStore = new SqliteAuditStore(db);
   const auditSigner = AuditSigner.forLog(config.dataDir, auditStore.isEmpty());
@@ -150,7 +173,7 @@ function assembleApp(options: AppOptions, lock: DataDirectoryLock): App {
   const metrics = new Metrics();
   const health = new HealthMonitor(db);
   const limiter = new RateLimiter(clock);
-  const engine = DecisionEngine.start({
+  const engine = started.add("engine", DecisionEngine.start({
     dataDir: config.dataDir,
     reference: {
       torExitListPath: config.torExitListPath,
@@ -162,11 +185,11 @@ function assembleApp(options: AppOptions, lock: DataDirectoryLock): App {
     comprehensiveBudgetMs: config.comprehensiveBudgetMs,
     queueLimit: config.engineQueueLimit,
     storeLatencyMs: options.storeLatencyMs,
-  });
+  }), (part) => part.close());
   const decisions = new DecisionRepository<DecisionDetails>(db);
   const idempotency = new IdempotencyRepository(db);
   const analyzeState = new AnalyzeStateRepository(db, logger);
-  const checkpointer = new Checkpointer(db, config.dataDir, logger);
+  const checkpointer = started.add("checkpointer", new Checkpointer(db, config.dataDir, logger), (part) => part.stop());
   const policyRepository = new PolicyRepository(db);
   const listRepository = new ListRepository(db);
   removeNonPublicAutomaticEntries({ db, lists: listRepository, auditEntries: auditStore, audit, clock, logger });
@@ -183,7 +206,7 @@ function assembleApp(options: AppOptions, lock: DataDirectoryLock): App {
     metrics.increment("fraud_policies_skipped_total", "Stored policies left out of a tenant's set because they no longer compile.", "compile");
   });
   const outbox = new Outbox(db, clock, logger);
-  const writer = new DecisionWriter(config.dataDir, outbox, logger, { clock });
+  const writer = started.add("decision writer", new DecisionWriter(config.dataDir, outbox, logger, { clock }), (part) => part.close());
   health.addBacklog(() => outbox.pending());
   health.addWriteCheck(() => writer.writeFailure());
   const events = new EventPublisher(outbox, clock);
