@@ -22,7 +22,6 @@ export const REASONS = {
     category: "network",
     description: "The client IP is a documentation, multicast, unspecified or reserved address no real client uses.",
   },
-  INVALID_IP: { category: "network", description: "The ip field is not a valid IPv4 or IPv6 address." },
   UNKNOWN_IP_COUNTRY: {
     category: "network",
     description: "The public IP address is in no range of the country database.",

@@ -45,12 +45,6 @@ const RULES: readonly SignalRule[] = [
   { reason: "PRIVATE_IP", signal: "network.private", floor: 0, risk: (s) => when(s.network.private, 0.3) },
   { reason: "RESERVED_IP", signal: "network.reserved", floor: 10, risk: (s) => when(s.network.reserved, 0.5) },
   {
-    reason: "INVALID_IP",
-    signal: "network.valid",
-    floor: 0,
-    risk: (s) => when(s.network.present && !s.network.valid, 0.4),
-  },
-  {
     reason: "UNKNOWN_IP_COUNTRY",
     signal: "geo.countryKnown",
     floor: 0,

@@ -68,6 +68,17 @@ describe("reason catalogue", () => {
     expect(scoreSignals(cleanSignals, DEFAULT_WEIGHTS).reasons).toEqual(["LOW_RISK"]);
   });
 
+  it("names a new currency as a reason only once feedback has raised the amount category's weight", () => {
+    const signals = structuredClone(cleanSignals);
+    RISK_MUTATIONS.AMOUNT_NEW_CURRENCY(signals);
+    // Weak on its own: under the default weights a point or two, in the contributions but not the reasons.
+    const underDefaults = scoreSignals(signals, DEFAULT_WEIGHTS);
+    expect(underDefaults.reasons).toEqual(["LOW_RISK"]);
+    expect(underDefaults.contributions.map((c) => c.reason)).toEqual(["AMOUNT_NEW_CURRENCY"]);
+    const amountHeavy = { version: 2, weights: { network: 0.14, device: 0.16, behavior: 0.06, email: 0.06, velocity: 0.06, identity: 0.06, amount: 0.4, graph: 0.06 } };
+    expect(scoreSignals(signals, amountHeavy).reasons).toEqual(["AMOUNT_NEW_CURRENCY"]);
+  });
+
   it("every code emitted for realistic requests is in the catalogue", () => {
     const clean = cleanDesktopLogin();
     const requests: EngineInput[] = [

@@ -9,7 +9,6 @@ export const RISK_MUTATIONS: Record<Exclude<ReasonCode, "LOW_RISK">, (signals: S
   DATACENTER_IP: (s) => void (s.network.datacenter = true),
   PRIVATE_IP: (s) => Object.assign(s.network, { rangeType: "private", private: true }),
   RESERVED_IP: (s) => Object.assign(s.network, { rangeType: "documentation", reserved: true }),
-  INVALID_IP: (s) => Object.assign(s.network, { valid: false, ip: "", version: 0, rangeType: "none" }),
   UNKNOWN_IP_COUNTRY: (s) => Object.assign(s.geo, { country: "", countryKnown: false }),
   WEBDRIVER: (s) => void (s.device.webdriver = true),
   HEADLESS_BROWSER: (s) => Object.assign(s.userAgent, { headless: true, automation: true, bot: true }),
