@@ -8,3 +8,6 @@ export interface Clock {
 }
 
 export const systemClock: Clock = { now: () => Date.now() };
+
+/** The longest a Node.js timer waits (2³¹ − 1 ms, about 24.8 days): a longer one fires after 1 ms instead. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;

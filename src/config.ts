@@ -1,5 +1,6 @@
 import os from "node:os";
 import path from "node:path";
+import { MAX_TIMER_MS } from "./clock.js";
 import { parseTrustedRange } from "./server/client-ip.js";
 
 /** Installation settings, read once from the environment at start. */
@@ -38,9 +39,7 @@ export interface Config {
   webhookAllowPrivate: boolean;
 }
 
-export const DEFAULT_MAX_BODY_BYTES = 256 * 1024;
-/** The longest a Node.js timer waits (2³¹ − 1 ms, about 24.8 days): a longer one fires after 1 ms instead. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
+const DEFAULT_MAX_BODY_BYTES = 256 * 1024;
 /** Engine threads at most: each holds its own heap and SQLite connection. */
 const MAX_ENGINE_THREADS = 64;
 

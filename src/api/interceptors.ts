@@ -24,7 +24,7 @@ export const REQUEST_ID_HEADER = "x-request-id";
 const UNDECODABLE_MESSAGE = "parse binary: ";
 
 /** Normalises every failure into an apiError and never lets internals out. */
-export function errorInterceptor(logger: Logger): Interceptor {
+function errorInterceptor(logger: Logger): Interceptor {
   return (next) => async (req) => {
     const context = callContext(req.contextValues);
     try {
@@ -105,7 +105,7 @@ export function presentedKey(header: Headers): PresentedKey {
 }
 
 /** 401 without a valid key, 403 without the permission the RPC declares. */
-export function authInterceptor(keys: KeyService): Interceptor {
+function authInterceptor(keys: KeyService): Interceptor {
   return (next) => async (req) => {
     const contract = contractOf(req.method);
     if (!contract) return next(req);
@@ -133,7 +133,7 @@ export function authInterceptor(keys: KeyService): Interceptor {
 }
 
 /** One rate limiter for every limit declared in the contract. */
-export function rateLimitInterceptor(
+function rateLimitInterceptor(
   limiter: RateLimiter,
   installationOverrides: Readonly<Record<string, number>>,
 ): Interceptor {
@@ -215,7 +215,7 @@ function rateLimitHeaders(outcome: RateLimitOutcome): Array<[string, string]> {
 }
 
 /** Enforces the (fraud.v1.validate) rules of the request message. */
-export function validationInterceptor(): Interceptor {
+function validationInterceptor(): Interceptor {
   return (next) => async (req) => {
     if (!req.stream && contractOf(req.method)) {
       const violations = validateMessage(req.method.input, req.message);

@@ -2,13 +2,8 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { parseTimeout as parseConnectTimeout } from "@connectrpc/connect/protocol-connect";
 import { parseTimeout as parseGrpcTimeout } from "@connectrpc/connect/protocol-grpc";
 import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
+import { MAX_TIMER_MS } from "../clock.js";
 import { callContext } from "./context.js";
-
-/**
- * The longest a Node timer waits (about 24.8 days); past it one fires at once. Longer deadlines are treated
- * as none: connect-es's own timer for them would end the call at once.
- */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
  * The calls whose handlers are running, on every protocol: the innermost

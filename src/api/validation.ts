@@ -6,6 +6,7 @@ import { file_fraud_v1_value_sets } from "../../gen/fraud/v1/value_sets_pb.js";
 import type { FieldViolation } from "../../gen/fraud/v1/errors_pb.js";
 import type { ConnectError } from "@connectrpc/connect";
 import { apiError } from "./errors.js";
+import { codePoints } from "../code-points.js";
 
 /**
  * Input validation driven by the `(fraud.v1.validate)` and
@@ -237,15 +238,6 @@ function codePointLength(value: string, max: number): number {
   return value.length <= max ? value.length : codePoints(value);
 }
 
-/** Characters as the contract's limits count them: code points (a surrogate pair is one, a lone surrogate one too). */
-export function codePoints(text: string): number {
-  let count = text.length;
-  for (let i = 1; i < text.length; i++) {
-    if ((text.charCodeAt(i) & 0xfc00) === 0xdc00 && (text.charCodeAt(i - 1) & 0xfc00) === 0xd800) count--;
-  }
-  return count;
-}
-
 const valueSets = createRegistry(file_fraud_v1_value_sets);
 
 /** The strings of a named value set (value_sets.proto), in declaration order. */
@@ -346,7 +338,9 @@ function formatProblem(format: StringFormat, value: string): string | undefined 
     case StringFormat.SINGLE_LINE: {
       // Control characters, and the line and paragraph separators, which break a line too.
       const control = /[\p{Cc}\p{Zl}\p{Zp}]/u.exec(value);
-      return control === null ? undefined : `must be one line of text: it holds the control character U+${control[0].codePointAt(0)?.toString(16).toUpperCase().padStart(4, "0")}`;
+      if (control === null) return undefined;
+      const kind = /\p{Cc}/u.test(control[0]) ? "control character" : "line separator";
+      return `must be one line of text: it holds the ${kind} U+${control[0].codePointAt(0)?.toString(16).toUpperCase().padStart(4, "0")}`;
     }
     default:
       return undefined;

@@ -81,7 +81,7 @@ export class AuditSigner {
   }
 }
 
-export function exportPublicKeyPem(publicKey: KeyObject): string {
+function exportPublicKeyPem(publicKey: KeyObject): string {
   return publicKey.export({ type: "spki", format: "pem" }).toString();
 }
 

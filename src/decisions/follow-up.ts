@@ -27,7 +27,7 @@ import type { DecisionDetails } from "./record.js";
  */
 export const DECISION_FOLLOW_UP_TASK = "decision.follow-up";
 /** How long the outbox runner leaves a follow-up to the decision writer. */
-export const FOLLOW_UP_GRACE_MS = 10_000;
+const FOLLOW_UP_GRACE_MS = 10_000;
 
 /** What follows one decision. */
 export interface FollowUp {

@@ -21,7 +21,7 @@ export function isFraudOutcome(outcome: ActualOutcome): boolean {
 }
 
 /** The confidence from which a fraud label marks the decision's entities (graph, automatic deny lists, consortium). */
-export const MARKING_CONFIDENCE = 0.5;
+const MARKING_CONFIDENCE = 0.5;
 
 /** Whether a label marks its decision's entities as fraud: a fraud outcome the client is at least half sure of. */
 export function marksEntities(label: { actualOutcome: ActualOutcome; confidence: number }): boolean {

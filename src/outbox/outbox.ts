@@ -85,7 +85,7 @@ export interface EnqueueOptions {
 }
 
 /** A task's entry: the payload serialised. */
-export function outboxEntry(kind: string, tenant: Tenant | undefined, payload: unknown, now: number, options: EnqueueOptions = {}): OutboxEntry {
+function outboxEntry(kind: string, tenant: Tenant | undefined, payload: unknown, now: number, options: EnqueueOptions = {}): OutboxEntry {
   return outboxEntryOfJson(kind, tenant, JSON.stringify(payload), now, options);
 }
 

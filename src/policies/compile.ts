@@ -8,6 +8,7 @@ import { CelScalar, celEnv, celFunc, celList, celMethod, listType, mapType, pars
 import { CheckError, checkCondition, literalsToDouble, subexpressions, type CheckedCondition, type Expr } from "./checker.js";
 import { charge, chargeCopy, chargeLookup, chargeText, meteredEquals, meteredIn } from "./cost.js";
 import { rewriteKeywords } from "./keywords.js";
+import { codePoints } from "../code-points.js";
 import { compiledPattern } from "./patterns.js";
 import { POLICY_STATUSES, RULE_ACTIONS } from "./model.js";
 import type {
@@ -70,13 +71,13 @@ const ENV = celEnv({
     }),
     celFunc("size", [STRING], DOUBLE, (text) => {
       chargeText(text);
-      return [...text].length;
+      return codePoints(text);
     }),
     celFunc("size", [LIST], DOUBLE, (list) => list.size),
     celFunc("size", [MAP], DOUBLE, (map) => map.size),
     celMethod("size", STRING, [], DOUBLE, function () {
       chargeText(this);
-      return [...this].length;
+      return codePoints(this);
     }),
     celMethod("size", LIST, [], DOUBLE, function () {
       return this.size;

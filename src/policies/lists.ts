@@ -88,7 +88,7 @@ export function normalizeListEntry(kind: ListKind, entry: string): string | null
 }
 
 /** A canonical range of one address (`/32`, `/128`) is that address: else it would be a second entry for it. */
-export function addressOfHostRange(range: string): string {
+function addressOfHostRange(range: string): string {
   const slash = range.lastIndexOf("/");
   const hostBits = range.includes(":") ? "128" : "32";
   return range.slice(slash + 1) === hostBits ? range.slice(0, slash) : range;

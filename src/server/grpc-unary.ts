@@ -15,7 +15,7 @@ import {
 } from "@connectrpc/connect/protocol-grpc";
 import type { CallContext } from "../api/context.js";
 import { protocolFailure } from "../api/interceptors.js";
-import { MAX_TIMER_MS } from "../api/running-calls.js";
+import { MAX_TIMER_MS } from "../clock.js";
 import type { UnaryInvoker } from "../api/unary-invoker.js";
 import { ClientGoneError, readBody } from "./request-body.js";
 

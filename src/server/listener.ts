@@ -52,7 +52,7 @@ export interface ConnectionTimeouts {
   checkIntervalMs: number;
 }
 
-export const DEFAULT_CONNECTION_TIMEOUTS: ConnectionTimeouts = { headersMs: 20_000, requestMs: 30_000, idleMs: 65_000, checkIntervalMs: 1_000 };
+const DEFAULT_CONNECTION_TIMEOUTS: ConnectionTimeouts = { headersMs: 20_000, requestMs: 30_000, idleMs: 65_000, checkIntervalMs: 1_000 };
 
 /**
  * One plaintext port for HTTP/1.1 (REST, Connect, gRPC-Web) and HTTP/2 with

@@ -1,11 +1,10 @@
 import { timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type { BacktestResultSchema, BacktestWindow, PolicySchema, PolicyService, Rule } from "../../gen/fraud/v1/policy_pb.js";
+import type { BacktestWindow, PolicySchema, PolicyService, Rule } from "../../gen/fraud/v1/policy_pb.js";
 import { apiError } from "../api/errors.js";
-import { codePoints } from "../api/validation.js";
+import { codePoints } from "../code-points.js";
 import type { Clock } from "../clock.js";
-import type { BacktestOutcome } from "../decisions/backtest.js";
 import type { DecisionEngine } from "../decisions/engine.js";
 import { definitionOf, type PolicySets } from "../decisions/policy-set.js";
 import { newId } from "../ids.js";
@@ -123,10 +122,6 @@ function rulesOf(rules: Rule[]) {
   return rules.map((rule) => ({ condition: rule.condition, action: rule.action, description: rule.description }));
 }
 
-function toResult(outcome: BacktestOutcome): MessageInitShape<typeof BacktestResultSchema> {
-  return outcome;
-}
-
 /** Policies (part 4.5): CRUD with compile-time checks, versions, and backtests. */
 export function createPolicyService(deps: {
   db: Db;
@@ -222,7 +217,7 @@ export function createPolicyService(deps: {
       nowMs: now,
       timeLimitMs: BACKTEST_TIME_LIMIT_MS,
     });
-    return { result: toResult(outcome) };
+    return { result: outcome };
   };
 
   return {

@@ -47,7 +47,7 @@ function toEndpoint(row: EndpointRow): StoredEndpoint {
 }
 
 /** Whether an endpoint wants events of this type (an empty list subscribes to all). */
-export function subscribes(endpoint: StoredEndpoint, type: EventType): boolean {
+function subscribes(endpoint: StoredEndpoint, type: EventType): boolean {
   return endpoint.events.length === 0 || endpoint.events.includes(type);
 }
 

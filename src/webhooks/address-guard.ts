@@ -54,9 +54,9 @@ export function addressProblem(address: string, options: GuardOptions): string |
   if (isPrivateRangeType(rangeType)) {
     return options.allowPrivate
       ? undefined
-      : `${ip.text} is a ${describe(rangeType)} address (set FRAUD_WEBHOOK_ALLOW_PRIVATE=true to allow it)`;
+      : `${ip.text} is ${describe(rangeType)} address (set FRAUD_WEBHOOK_ALLOW_PRIVATE=true to allow it)`;
   }
-  return `${ip.text} is a ${describe(rangeType)} address, never a webhook destination`;
+  return `${ip.text} is ${describe(rangeType)} address, never a webhook destination`;
 }
 
 function rangeOf(ip: ParsedIp): IpRangeType {
@@ -73,18 +73,19 @@ function embeddedIpv4Range(value: bigint): IpRangeType {
   return classifyIp({ version: 4, value: Number(value), text: "" });
 }
 
+/** The range's name with its article, as "{address} is ... address" reads it. */
 function describe(rangeType: IpRangeType): string {
   const names: Record<IpRangeType, string> = {
-    public: "public",
-    private: "private (RFC 1918)",
-    cgnat: "shared (CGNAT, RFC 6598)",
-    loopback: "loopback",
-    linkLocal: "link-local",
-    uniqueLocal: "unique-local (fc00::/7)",
-    documentation: "documentation",
-    multicast: "multicast",
-    unspecified: "unspecified",
-    reserved: "reserved",
+    public: "a public",
+    private: "a private (RFC 1918)",
+    cgnat: "a shared (CGNAT, RFC 6598)",
+    loopback: "a loopback",
+    linkLocal: "a link-local",
+    uniqueLocal: "a unique-local (fc00::/7)",
+    documentation: "a documentation",
+    multicast: "a multicast",
+    unspecified: "the unspecified",
+    reserved: "a reserved",
   };
   return names[rangeType];
 }

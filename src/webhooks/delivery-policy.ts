@@ -68,7 +68,7 @@ export type NextStep =
 export interface PolicyOptions {
   /**
    * Random source in [0, 1) for jitter; without it there is none, so tests are
-   * deterministic. The dispatcher passes Math.random.
+   * deterministic. The service passes Math.random (app.ts, through registerHttpDelivery).
    */
   random?: (() => number) | undefined;
 }

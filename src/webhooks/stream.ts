@@ -23,7 +23,7 @@ const STREAM_PERMISSION = "webhooks:read";
 const MAX_BUFFERED_BYTES = 1 << 20;
 
 /** How often connections are pinged; one that has not answered the previous ping is dropped. */
-export const HEARTBEAT_MS = 30_000;
+const HEARTBEAT_MS = 30_000;
 
 /** An open connection, with the key it connected with (checked again before every message). */
 interface StreamClient {

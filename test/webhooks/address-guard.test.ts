@@ -81,6 +81,7 @@ describe("addressProblem", () => {
     );
     expect(addressProblem("::ffff:10.0.0.1", strict)).toMatch(/^10\.0\.0\.1 is a private \(RFC 1918\) address/);
     expect(addressProblem("nonsense", strict)).toBe("nonsense is not an IP address");
+    expect(addressProblem("::", strict)).toBe(":: is the unspecified address, never a webhook destination");
   });
 });
 
