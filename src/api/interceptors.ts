@@ -1,7 +1,7 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { RateLimitScope } from "../../gen/fraud/v1/options_pb.js";
-import type { KeyService } from "../auth/key-service.js";
-import { parseKeyShape } from "../auth/keys.js";
+import type { KeyService, Principal } from "../auth/key-service.js";
+import { parseKeyShape, type Permission } from "../auth/keys.js";
 import { clientNetwork } from "../engine/index.js";
 import type { Logger } from "../log.js";
 import { callContext, type CallContext } from "./context.js";
@@ -104,30 +104,44 @@ export function presentedKey(header: Headers): PresentedKey {
   return { kind: "none" };
 }
 
+/**
+ * The principal of the key a call's headers carry, for every API call and the event stream alike: undefined
+ * when they carry none and the operation serves anonymous callers; UNAUTHORIZED, saying why, otherwise
+ * without a valid key (a key that is present is checked even where none is needed).
+ */
+export function authenticate(keys: KeyService, headers: Headers, anonymousAllowed: false): Principal;
+export function authenticate(keys: KeyService, headers: Headers, anonymousAllowed: boolean): Principal | undefined;
+export function authenticate(keys: KeyService, headers: Headers, anonymousAllowed: boolean): Principal | undefined {
+  const presented = presentedKey(headers);
+  if (presented.kind === "conflicting") throw apiError("UNAUTHORIZED", presented.message);
+  if (presented.kind !== "key") {
+    if (anonymousAllowed) return undefined;
+    throw apiError("UNAUTHORIZED", presented.kind === "malformed" ? presented.message : "an API key is required: send it in X-API-Key or Authorization: Bearer");
+  }
+  const principal = keys.authenticate(presented.key);
+  if (!principal) throw apiError("UNAUTHORIZED", "the API key is invalid, expired or revoked");
+  return principal;
+}
+
+/** FORBIDDEN, naming what is missing, when the principal lacks a permission `operation` needs. */
+export function checkPermissions(principal: Principal, permissions: readonly Permission[], operation: string): void {
+  const missing = permissions.find((needed) => !principal.permissions.has(needed));
+  if (missing === undefined) return;
+  throw apiError(
+    "FORBIDDEN",
+    principal.kind === "publishable" ? `publishable keys may only call decide and analyze; ${operation} needs a secret key` : `this key lacks the ${missing} permission`,
+  );
+}
+
 /** 401 without a valid key, 403 without the permission the RPC declares. */
 function authInterceptor(keys: KeyService): Interceptor {
   return (next) => async (req) => {
     const contract = contractOf(req.method);
     if (!contract) return next(req);
-    const context = callContext(req.contextValues);
-    const presented = presentedKey(req.header);
-    if (presented.kind === "conflicting") throw apiError("UNAUTHORIZED", presented.message);
-    if (presented.kind !== "key") {
-      if (contract.access.allowAnonymous) return next(req);
-      throw apiError("UNAUTHORIZED", presented.kind === "malformed" ? presented.message : "an API key is required: send it in X-API-Key or Authorization: Bearer");
-    }
-    const principal = keys.authenticate(presented.key);
-    if (!principal) throw apiError("UNAUTHORIZED", "the API key is invalid, expired or revoked");
-    context.principal = principal;
-    const permission = contract.permissions.find((needed) => !principal.permissions.has(needed));
-    if (permission !== undefined && !contract.access.allowAnonymous) {
-      throw apiError(
-        "FORBIDDEN",
-        principal.kind === "publishable"
-          ? `publishable keys may only call decide and analyze; ${req.method.name} needs a secret key`
-          : `this key lacks the ${permission} permission`,
-      );
-    }
+    const principal = authenticate(keys, req.header, contract.access.allowAnonymous);
+    if (!principal) return next(req);
+    callContext(req.contextValues).principal = principal;
+    if (!contract.access.allowAnonymous) checkPermissions(principal, contract.permissions, req.method.name);
     return next(req);
   };
 }

@@ -1,5 +1,6 @@
 import type http from "node:http";
 import type http2 from "node:http2";
+import type { Duplex } from "node:stream";
 import { Code, ConnectError, createContextValues, type ConnectRouter } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
@@ -20,11 +21,14 @@ import { allowCrossOriginAnswer, allowsCrossOrigin, answerPreflight, preflightMe
 import type { RestGateway } from "./gateway.js";
 import { requestUrl } from "./request-url.js";
 import { encodeGrpcMessage, type GrpcUnaryPath } from "./grpc-unary.js";
-import type { UpgradeHandler } from "./listener.js";
+import type { UpgradeHandler, UpgradeOutcome } from "./listener.js";
 import { EVENT_STREAM_PATH, plainRequestRefusal } from "../webhooks/stream.js";
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
+
+/** An upgrade handler that is given the call's context: its request id, for the answer and the log. */
+export type ObservedUpgradeHandler = (req: http.IncomingMessage, socket: Duplex, head: Buffer, context: CallContext) => UpgradeOutcome | Promise<UpgradeOutcome> | undefined;
 
 /**
  * gRPC status codes that are the server's fault, for metrics and the status
@@ -408,10 +412,10 @@ export class Dispatcher {
    * is (protocol websocket): a stream's opening, or its refusal (a key
    * guessed at, a missing endpoint), leaves the same trace as a REST call.
    */
-  observedUpgrades(handler: UpgradeHandler): UpgradeHandler {
+  observedUpgrades(handler: ObservedUpgradeHandler): UpgradeHandler {
     return (req, socket, head) => {
       const context = this.newCall(req, "websocket");
-      const outcome = handler(req, socket, head);
+      const outcome = handler(req, socket, head, context);
       if (outcome === undefined) return undefined;
       const route = `${req.method ?? "GET"} ${requestUrl(req.url)?.pathname ?? ""}`;
       void Promise.resolve(outcome).then(({ status, code, principal }) => {

@@ -182,27 +182,11 @@ export class RestGateway {
 
   writeError(res: NodeResponse, context: CallContext, error: ConnectError): void {
     context.error ??= error;
-    const described = describeError(error);
-    const details: Record<string, unknown> = {};
-    if (described.detail.fieldViolations.length > 0) {
-      details.fieldViolations = described.detail.fieldViolations.map((v) => ({ field: v.field, description: v.description }));
-    }
-    if (described.detail.retryAfterSeconds > 0) {
-      details.retryAfterSeconds = described.detail.retryAfterSeconds;
-      res.setHeader("retry-after", String(described.detail.retryAfterSeconds));
-    }
-    for (const [name, value] of error.metadata) {
-      if (RETURNED_HEADERS.includes(name)) res.setHeader(name, value);
-    }
-    res.setHeader("x-request-id", context.requestId);
+    const answer = errorAnswer(context, error);
+    for (const [name, value] of answer.headers) res.setHeader(name, value);
     // The rest of an oversized HTTP/1.1 body is not worth reading: close instead.
-    if (described.httpStatus === 413 && !("stream" in res)) res.setHeader("connection", "close");
-    const body = {
-      success: false,
-      error: { code: described.code, message: described.message, details },
-      meta: meta(context),
-    };
-    writeJson(res, described.httpStatus, JSON.stringify(body));
+    if (answer.status === 413 && !("stream" in res)) res.setHeader("connection", "close");
+    writeJson(res, answer.status, answer.body);
   }
 
   private async readInput(route: RestRoute, params: string[], req: NodeRequest, url: URL): Promise<JsonObject> {
@@ -333,6 +317,34 @@ function convertParameter(field: DescField, raw: string, where: "query" | "path"
     return SIXTY_FOUR_BIT.has(scalar) ? raw : value;
   }
   return raw;
+}
+
+/** A refused call's REST answer (part 2.1): its status, the headers that go with it and the error envelope. */
+export interface ErrorAnswer {
+  status: number;
+  code: string;
+  headers: ReadonlyMap<string, string>;
+  body: string;
+}
+
+/** The one error answer of the REST API, and of the event stream's refused upgrades. */
+export function errorAnswer(context: CallContext, error: ConnectError): ErrorAnswer {
+  const described = describeError(error);
+  const details: Record<string, unknown> = {};
+  const headers = new Map<string, string>();
+  if (described.detail.fieldViolations.length > 0) {
+    details.fieldViolations = described.detail.fieldViolations.map((v) => ({ field: v.field, description: v.description }));
+  }
+  if (described.detail.retryAfterSeconds > 0) {
+    details.retryAfterSeconds = described.detail.retryAfterSeconds;
+    headers.set("retry-after", String(described.detail.retryAfterSeconds));
+  }
+  for (const [name, value] of error.metadata) {
+    if (RETURNED_HEADERS.includes(name)) headers.set(name, value);
+  }
+  headers.set("x-request-id", context.requestId);
+  const body = { success: false, error: { code: described.code, message: described.message, details }, meta: meta(context) };
+  return { status: described.httpStatus, code: described.code, headers, body: JSON.stringify(body) };
 }
 
 function meta(context: CallContext): { requestId: string; latencyMs: number } {

@@ -1,14 +1,18 @@
 import http from "node:http";
 import type { Duplex } from "node:stream";
 import { WebSocket, WebSocketServer } from "ws";
-import { CLIENT_CLOSED_REQUEST, httpStatusOf, type ErrorCode } from "../api/errors.js";
-import { presentedKey } from "../api/interceptors.js";
+import { ConnectError } from "@connectrpc/connect";
+import type { CallContext } from "../api/context.js";
+import { CLIENT_CLOSED_REQUEST, apiError, type ErrorCode } from "../api/errors.js";
+import { authenticate, checkPermissions, presentedKey } from "../api/interceptors.js";
 import type { KeyService, Principal } from "../auth/key-service.js";
+import type { Permission } from "../auth/keys.js";
 import type { Clock } from "../clock.js";
 import type { EventPublisher } from "../events/publisher.js";
 import type { Logger } from "../log.js";
 import type { Tenant } from "../store/tenant.js";
 import type { WebhookRepository } from "../store/webhooks.js";
+import { errorAnswer } from "../server/gateway.js";
 import type { UpgradeOutcome } from "../server/listener.js";
 import { requestUrl } from "../server/request-url.js";
 import type { WebhookEvent } from "./events.js";
@@ -18,7 +22,7 @@ import { signPayload } from "./signature.js";
 export const EVENT_STREAM_PATH = "/api/v1/events/stream";
 
 /** Permission the connecting key must hold, as for listing endpoints. */
-const STREAM_PERMISSION = "webhooks:read";
+const STREAM_PERMISSION: Permission = "webhooks:read";
 /** A client this far behind (bytes sent but not yet taken by its connection) is dropped: it is not reading. */
 const MAX_BUFFERED_BYTES = 1 << 20;
 
@@ -57,8 +61,8 @@ export class EventStream {
   /** Open connections by endpoint id (ids are unique across tenants). */
   private readonly clients = new Map<string, Set<StreamClient>>();
   private readonly heartbeat: NodeJS.Timeout;
-  /** Upgrades handed to ws and not yet switched: how each is settled (ws's refusals come as wsClientError). */
-  private readonly handshakes = new WeakMap<Duplex, (outcome: UpgradeOutcome) => void>();
+  /** Upgrades handed to ws and not yet switched: their calls, and how each is settled (ws's refusals come as wsClientError). */
+  private readonly handshakes = new WeakMap<Duplex, { context: CallContext; settle: (outcome: UpgradeOutcome) => void }>();
   /** Set once shutdown has closed the stream: new upgrades are refused (503). */
   private closed = false;
 
@@ -76,9 +80,9 @@ export class EventStream {
     // What ws still refuses after the checks made here (a malformed subprotocol or extension header): answered
     // in the service's error shape, and logged as such. With this listener, ws leaves the answer to it.
     this.server.on("wsClientError", (error: Error, socket: Duplex) => {
-      const settle = this.handshakes.get(socket);
+      const handshake = this.handshakes.get(socket);
       this.handshakes.delete(socket);
-      settle?.(refuse(socket, "VALIDATION_ERROR", `the WebSocket handshake is invalid: ${error.message}`));
+      if (handshake) handshake.settle(refuse(socket, handshake.context, apiError("VALIDATION_ERROR", `the WebSocket handshake is invalid: ${error.message}`)));
     });
     events.addSink({
       // Live only: with no client connected for a subscribed endpoint, nothing is queued.
@@ -88,7 +92,7 @@ export class EventStream {
   }
 
   /** The listener's upgrade hook: takes the connection when it asks for the event stream, else declines. */
-  readonly handleUpgrade = (req: http.IncomingMessage, socket: Duplex, head: Buffer): UpgradeOutcome | Promise<UpgradeOutcome> | undefined => {
+  readonly handleUpgrade = (req: http.IncomingMessage, socket: Duplex, head: Buffer, context: CallContext): UpgradeOutcome | Promise<UpgradeOutcome> | undefined => {
     const url = requestUrl(req.url);
     // Not the stream's path (or no URL at all): the HTTP/1.1 server answers it.
     if (url === undefined) return undefined;
@@ -96,42 +100,48 @@ export class EventStream {
     // The handshake checks `ws` makes, made here first so that the refusal is the service's own, logged as
     // what it answered (ws would answer them itself, after this had already said 101).
     const handshake = handshakeProblem(req);
-    if (handshake) return refuse(socket, handshake.code, handshake.message, undefined, handshake.headers);
-    if (this.closed) return refuse(socket, "SERVICE_UNAVAILABLE", "the server is shutting down");
+    if (handshake) return refuse(socket, context, apiError(handshake.code, handshake.message), undefined, handshake.headers);
+    if (this.closed) return refuse(socket, context, apiError("SERVICE_UNAVAILABLE", "the server is shutting down"));
     // Keys come in headers only: a key in the query string would end up in proxy and access logs.
     const headers = new Headers();
     for (const name of ["x-api-key", "authorization"]) {
       const value = req.headers[name];
       if (typeof value === "string") headers.set(name, value);
     }
-    const presented = presentedKey(headers);
-    if (presented.kind === "conflicting" || presented.kind === "malformed") return refuse(socket, "UNAUTHORIZED", presented.message);
-    const key = presented.kind === "key" ? presented.key : undefined;
-    const principal = key === undefined ? undefined : this.keys.authenticate(key);
-    if (key === undefined || !principal) return refuse(socket, "UNAUTHORIZED", "a valid API key is required in X-API-Key or Authorization: Bearer");
-    if (!principal.permissions.has(STREAM_PERMISSION)) {
-      return refuse(socket, "FORBIDDEN", `the API key lacks the ${STREAM_PERMISSION} permission`, principal);
+    // Authenticated as every API call is, with the same refusals.
+    let principal: Principal | undefined;
+    try {
+      principal = authenticate(this.keys, headers, false);
+      checkPermissions(principal, [STREAM_PERMISSION], "the event stream");
+    } catch (error) {
+      return refuse(socket, context, ConnectError.from(error), principal);
     }
+    const presented = presentedKey(headers);
+    // Kept to check the key again before every message (a revocation closes the stream).
+    const key = presented.kind === "key" ? presented.key : "";
     const endpointId = url.searchParams.get("endpoint") ?? "";
     const tenant: Tenant = { accountId: principal.accountId, environment: principal.environment };
     const endpoint = this.endpoints.get(tenant, endpointId);
     if (!endpoint || endpoint.deliveryMethod !== "websocket") {
-      return refuse(socket, "NOT_FOUND", `no websocket endpoint "${endpointId}": pass ?endpoint=whe_... of one`, principal);
+      return refuse(socket, context, apiError("NOT_FOUND", `no websocket endpoint "${endpointId}": pass ?endpoint=whe_... of one`), principal);
     }
     if (endpoint.status !== "enabled") {
-      return refuse(socket, "CONFLICT", `the websocket endpoint ${endpoint.id} is disabled: enable it to stream its events`, principal);
+      return refuse(socket, context, apiError("CONFLICT", `the websocket endpoint ${endpoint.id} is disabled: enable it to stream its events`), principal);
     }
     // Settled when ws has switched protocols, or refused what it checks beyond the above (a malformed
     // subprotocol or extension header: wsClientError), or the client left first.
     return new Promise<UpgradeOutcome>((resolve) => {
       const left = () => resolve({ status: CLIENT_CLOSED_REQUEST, code: "CANCELED", principal });
       socket.once("close", left);
-      this.handshakes.set(socket, (outcome) => {
-        socket.off("close", left);
-        resolve({ ...outcome, principal });
+      this.handshakes.set(socket, {
+        context,
+        settle: (outcome) => {
+          socket.off("close", left);
+          resolve({ ...outcome, principal });
+        },
       });
       this.server.handleUpgrade(req, socket, head, (client) => {
-        this.handshakes.get(socket)?.({ status: 101, code: "OK" });
+        this.handshakes.get(socket)?.settle({ status: 101, code: "OK" });
         this.handshakes.delete(socket);
         this.attach(endpoint.id, { socket: client, key, alive: true });
       });
@@ -263,13 +273,21 @@ function handshakeProblem(req: http.IncomingMessage): StreamRefusal | undefined 
   return undefined;
 }
 
-/** Answers a refused upgrade with the REST error shape, the status its code has everywhere, and closes the connection. */
-function refuse(socket: Duplex, code: ErrorCode, message: string, principal?: Principal, headers: Record<string, string> = {}): UpgradeOutcome {
-  const status = httpStatusOf(code);
-  const body = JSON.stringify({ success: false, error: { code, message, details: {} } });
-  const extra = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("");
-  socket.end(
-    `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? code}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}Connection: close\r\n\r\n${body}`,
-  );
-  return { status, code, principal };
+/**
+ * Answers a refused upgrade as the REST API answers any refused call (its status, request id and error
+ * envelope: gateway.ts errorAnswer), on the raw connection the upgrade came on, and closes it.
+ */
+function refuse(socket: Duplex, context: CallContext, error: ConnectError, principal?: Principal, headers: Record<string, string> = {}): UpgradeOutcome {
+  context.error ??= error;
+  const answer = errorAnswer(context, error);
+  const lines = [
+    `HTTP/1.1 ${answer.status} ${http.STATUS_CODES[answer.status] ?? answer.code}`,
+    "Content-Type: application/json; charset=utf-8",
+    `Content-Length: ${Buffer.byteLength(answer.body)}`,
+    "Cache-Control: no-store",
+    ...[...answer.headers, ...Object.entries(headers)].map(([name, value]) => `${name}: ${value}`),
+    "Connection: close",
+  ];
+  socket.end(`${lines.join("\r\n")}\r\n\r\n${answer.body}`);
+  return { status: answer.status, code: answer.code, principal };
 }

@@ -328,6 +328,44 @@ describe("WebSocket delivery", () => {
     expect(metrics).toMatch(/fraud_requests_total\{route="GET \/api\/v1\/events\/stream",protocol="websocket",outcome="success",code="OK"\} [1-9]/);
   });
 
+  it("answers a refused opening as REST answers a refused call: request id, error code header and envelope", async () => {
+    const endpoint = await createStreamEndpoint(keys.test.secret);
+    const open = (headers: string) =>
+      new Promise<{ head: string; body: Record<string, unknown> }>((resolve, reject) => {
+        const socket = net.connect(server.port, "127.0.0.1", () =>
+          socket.write(
+            `GET /api/v1/events/stream?endpoint=${endpoint.id} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
+              `Sec-WebSocket-Key: ${crypto.randomBytes(16).toString("base64")}\r\nSec-WebSocket-Version: 13\r\n${headers}\r\n`,
+          ),
+        );
+        let answer = "";
+        socket.on("data", (chunk: Buffer) => (answer += chunk.toString("utf8")));
+        socket.on("close", () => {
+          const [head = "", body = ""] = answer.split("\r\n\r\n");
+          resolve({ head, body: JSON.parse(body) as Record<string, unknown> });
+        });
+        socket.on("error", reject);
+      });
+    const rest = async (headers: Record<string, string>) => (await fetch(`${server.url}/api/v1/webhooks`, { headers })).json() as Promise<{ error: { code: string; message: string } }>;
+    for (const [header, fetchHeaders] of [
+      ["X-API-Key: sk_test_guessed\r\n", { "x-api-key": "sk_test_guessed" }],
+      ["", {}],
+      [`X-API-Key: ${keys.test.publishable}\r\n`, { "x-api-key": keys.test.publishable }],
+    ] as const) {
+      const { head, body } = await open(header);
+      const requestId = /^X-Request-Id: (req_\w+)\r?$/im.exec(head)?.[1];
+      expect(requestId, head).toBeDefined();
+      expect(body).toMatchObject({ success: false, meta: { requestId } });
+      const code = (body.error as { code: string }).code;
+      expect(head).toMatch(new RegExp(`^fraud-error-code: ${code}\r?$`, "im"));
+      expect(head).toMatch(/^Cache-Control: no-store\r?$/im);
+      // The same refusal, in the same words, as a REST call with that key gets (the operation named apart).
+      const restError = (await rest(fetchHeaders)).error;
+      expect(code).toBe(restError.code);
+      expect((body.error as { message: string }).message).toBe(restError.message.replace("ListWebhooks", "the event stream"));
+    }
+  });
+
   it("answers an upgrade request whose target is no URL path, and keeps serving", async () => {
     const reply = await new Promise<string>((resolve, reject) => {
       const socket = net.connect(Number(new URL(server.url).port), "127.0.0.1", () => {
