@@ -225,6 +225,22 @@ describe("SIGTERM", () => {
   });
 });
 
+describe("SIGTERM to npm start", () => {
+  it("reaches the server, which shuts down cleanly: npm is what a process manager signals", async () => {
+    const otherDir = tempDir();
+    try {
+      const started = await startServerProcess({ FRAUD_DATA_DIR: otherDir, FRAUD_SEED_DEMO: "false" }, { npmStart: true });
+      started.child.kill("SIGTERM");
+      expect(await started.exited).toBe(0);
+      expect(started.output()).toMatch(/"msg":"stopped"/);
+      // Nothing left serving the port (a server orphaned by npm's shell would still answer).
+      await expect(fetch(`${started.url}/api/health/live`)).rejects.toThrow();
+    } finally {
+      fs.rmSync(otherDir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("SIGTERM with a webhook delivery that never ends", () => {
   it("exits once its grace period is over, instead of waiting out the delivery's 10 s timeout", async () => {
     const otherDir = tempDir();

@@ -44,10 +44,14 @@ export interface ServerProcess {
   exited: Promise<number | null>;
 }
 
-/** Starts `fraudctl serve` as a real process on a free port and waits until it listens. */
-export function startServerProcess(env: NodeJS.ProcessEnv): Promise<ServerProcess> {
+/**
+ * Starts `fraudctl serve` as a real process on a free port and waits until it listens; with `npmStart`,
+ * as the README starts it (`npm start`), the child being npm.
+ */
+export function startServerProcess(env: NodeJS.ProcessEnv, options: { npmStart?: boolean } = {}): Promise<ServerProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [FRAUDCTL, "serve"], {
+    const [command, args] = options.npmStart ? ["npm", ["start", "--silent"]] : [process.execPath, [FRAUDCTL, "serve"]];
+    const child = spawn(command, args, {
       env: { ...process.env, PORT: "0", HOST: "127.0.0.1", ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });
