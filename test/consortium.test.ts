@@ -186,4 +186,14 @@ describe("a membership's share URL", () => {
     expect(await membershipProblems(input, "live", { allowPrivate: false }, toPublic)).toEqual([]);
     expect(await membershipProblems(input, "live", { allowPrivate: true }, toLoopback)).toEqual([]);
   });
+
+  it("refuses a token no HTTP header can carry, which would fail every share after being saved", async () => {
+    const toPublic = async () => [{ address: "81.2.69.160", family: 4 }];
+    const problems = (shareToken: string) =>
+      membershipProblems({ key: CONSORTIUM_KEY, shareUrl: "https://hub.example.com/ingest", shareToken }, "live", { allowPrivate: false }, toPublic);
+    for (const token of ["sk_live_token\r\nX-Injected: 1", "two words", "tökén", "x".repeat(513)]) {
+      expect(await problems(token), JSON.stringify(token)).toEqual(["the token must be 1 to 512 printable ASCII characters without spaces (it is sent as an HTTP header)"]);
+    }
+    expect(await problems("sk_live_" + "a".repeat(32))).toEqual([]);
+  });
 });

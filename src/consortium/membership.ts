@@ -22,6 +22,10 @@ export async function membershipProblems(input: MembershipInput, environment: En
   const problems: string[] = [];
   if (input.key.length < MIN_CONSORTIUM_KEY_LENGTH) problems.push(`the consortium key must have at least ${MIN_CONSORTIUM_KEY_LENGTH} characters`);
   if ((input.shareUrl === "") !== (input.shareToken === "")) problems.push("sharing needs both the URL and the token");
+  // Sent as a header (X-API-Key): a value no header can carry would fail every share, long after it was saved.
+  if (input.shareToken !== "" && !/^[\x21-\x7e]{1,512}$/.test(input.shareToken)) {
+    problems.push("the token must be 1 to 512 printable ASCII characters without spaces (it is sent as an HTTP header)");
+  }
   const crossed = crossedEnvironment(input.shareToken, environment);
   if (crossed) problems.push(crossed);
   if (input.shareUrl !== "") {
