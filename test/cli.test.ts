@@ -95,8 +95,12 @@ describe("fraudctl against a running server", () => {
     const bad = await runFraudctl(["keys", "create", "--account", account.account.id, "--env", "live", "--type", "secret", "--permissions", "cases:read,launch:missiles"], env);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/unknown permissions: launch:missiles \(known: decisions:write, decisions:read, /);
-    const good = await runFraudctl(["keys", "create", "--account", account.account.id, "--env", "live", "--type", "secret", "--permissions", "cases:read", "--json"], env);
+    const good = await runFraudctl(["keys", "create", "--account", account.account.id, "--env", "live", "--type", "secret", "--permissions", "cases:read,cases:read", "--json"], env);
     expect(good.code).toBe(0);
+    // Named twice, held once.
+    const goodId = (JSON.parse(good.stdout) as { id: string }).id;
+    const keysListed = JSON.parse((await runFraudctl(["keys", "list", "--account", account.account.id, "--json"], env)).stdout) as { keys: Array<{ id: string; permissions: string[] }> };
+    expect(keysListed.keys.find((k) => k.id === goodId)?.permissions).toEqual(["cases:read"]);
     const key = (JSON.parse(good.stdout) as { key: string }).key;
     expect(await listCases(key)).not.toBe(403);
     const policies = await fetch(`${server.url}/api/v1/policies`, { headers: { "x-api-key": key } });
@@ -168,10 +172,22 @@ describe("fraudctl against a running server", () => {
       [["dlq", "list", "--account", account, "--env", "live", "extra"], /dlq list takes no IDs, got extra/],
       [["consortium", "show", "--account", account, "--env", "live", "--key", "x"], /consortium show does not take --key/],
       [["consortium", "disable", "--account", account, "--env", "live", "--json"], /consortium disable does not take --json/],
+      [["consortium", "set", "--account", account, "--env", "live"], /consortium set needs --key KEY/],
+      // What parseArgs refuses: an unknown option, an option without its value, an argument none takes.
+      [["accounts", "list", "--bogus"], /Unknown option '--bogus'/],
+      [["accounts", "create", "--name"], /Option '--name <value>' argument missing/],
+      [["accounts", "list", "extra"], /Unexpected argument 'extra'/],
+      // Numbers in decimal digits, within bounds: 1e300 would have reached the RateLimit headers as written.
+      [["accounts", "create", "--name", "Big", "--decide-rate-limit", "1e300"], /--decide-rate-limit must be a whole number from 1 to 2147483647 in decimal digits, got "1e300"/],
+      [["accounts", "create", "--name", "Hex", "--decide-rate-limit", "0x10"], /--decide-rate-limit must be a whole number/],
+      [["dlq", "list", "--account", account, "--env", "live", "--limit", "1e1"], /--limit must be a whole number from 1 to 100 in decimal digits, got "1e1"/],
+      [["dlq", "list", "--account", account, "--env", "live", "--offset", " 5"], /--offset must be a whole number from 0/],
     ] as const) {
       const result = await runFraudctl([...args], env);
       expect(result.code, args.join(" ")).toBe(2);
       expect(result.stderr, args.join(" ")).toMatch(message);
+      // A wrong command line is answered with the usage text, whichever check found it.
+      expect(result.stderr, args.join(" ")).toMatch(/Usage:/);
     }
   });
 

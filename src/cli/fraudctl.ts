@@ -149,7 +149,7 @@ export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv =
     // parseArgs reports a malformed command line as a TypeError with a code (ERR_PARSE_ARGS_...).
     if (error instanceof UsageError || (error instanceof TypeError && "code" in error)) {
       io.err(`fraudctl: ${error.message}\n`);
-      if (error instanceof UsageError) io.err(USAGE);
+      io.err(USAGE);
       return 2;
     }
     if (error instanceof Refusal || error instanceof KeyError) {
@@ -212,12 +212,18 @@ function accountCreation(args: string[]): { name: string; overrides: Record<stri
   });
   if (!values.name) throw new UsageError("accounts create needs --name");
   const overrides: Record<string, number> = {};
-  if (values["decide-rate-limit"] !== undefined) {
-    const limit = Number(values["decide-rate-limit"]);
-    if (!Number.isInteger(limit) || limit < 1) throw new UsageError("--decide-rate-limit must be a positive integer");
-    overrides.decide = limit;
-  }
+  if (values["decide-rate-limit"] !== undefined) overrides.decide = wholeNumberOption("decide-rate-limit", values["decide-rate-limit"], 1, INT32_MAX);
   return { name: values.name, overrides, json: values.json ?? false };
+}
+
+/**
+ * A number option's value, in decimal digits only and within its bounds, as the service's settings and the
+ * API's query parameters take numbers: `1e3`, `0x10` or ` 7` is a mistake, and `1e300` would end up in headers.
+ */
+function wholeNumberOption(name: string, raw: string, min: number, max: number): number {
+  const value = /^[0-9]{1,10}$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!(value >= min && value <= max)) throw new UsageError(`--${name} must be a whole number from ${min} to ${max} in decimal digits, got "${raw}"`);
+  return value;
 }
 
 function accountsCommand(action: Action<"accounts">, args: string[], accounts: AccountRepository, keys: KeyService, io: CliIo): number {
@@ -271,7 +277,7 @@ function keysCommand(action: Action<"keys">, args: string[], keys: KeyService, a
     if (values.type !== "publishable" && values.type !== "secret") throw new UsageError("--type must be publishable or secret");
     let permissions: Permission[] | undefined;
     if (values.permissions !== undefined) {
-      const requested = values.permissions.split(",").map((p) => p.trim()).filter(Boolean);
+      const requested = [...new Set(values.permissions.split(",").map((p) => p.trim()).filter(Boolean))];
       // A key that may do nothing is a mistake, not a request: leave --permissions out for all of them.
       if (requested.length === 0) throw new UsageError(`--permissions must name at least one of: ${ALL_PERMISSIONS.join(", ")}`);
       const unknown = requested.filter((p) => !isPermission(p));
@@ -403,9 +409,7 @@ function dlqCommand(action: Action<"dlq">, args: string[], db: Db, accounts: Acc
       const rules = getOption(ListDeadLettersRequestSchema.field[field], validate);
       const [min, max] = [rules.min ?? 0, rules.max ?? INT32_MAX];
       const raw = values[field];
-      const value = raw === undefined ? fallback : Number(raw);
-      if (!Number.isInteger(value) || value < min || value > max) throw new UsageError(`--${field} must be an integer from ${min} to ${max}`);
-      return value;
+      return raw === undefined ? fallback : wholeNumberOption(field, raw, min, max);
     };
     const found = outbox.deadLetters(tenant, count("limit", DEFAULT_DEAD_LETTER_PAGE), count("offset", 0));
     // The JSON the API answers (GET /api/v1/dead-letters), through the same mapping.
@@ -466,7 +470,8 @@ async function consortiumCommand(
   const tenant = tenantOption(`consortium ${action}`, values, accounts);
   const membership = new ConsortiumMembership(repository, audit, clock);
   if (action === "set") {
-    const input = { key: values.key ?? "", shareUrl: values.url ?? "", shareToken: values.token ?? "" };
+    if (values.key === undefined) throw new UsageError("consortium set needs --key KEY, the consortium-wide secret");
+    const input = { key: values.key, shareUrl: values.url ?? "", shareToken: values.token ?? "" };
     const problems = await membershipProblems(input, tenant.environment, { allowPrivate });
     // Well-formed options whose values the service refuses (a private share URL, a token of the other
     // environment): a refusal, exit 1, as the API's 400 would be, not a command line to correct by its usage.
