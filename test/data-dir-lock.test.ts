@@ -22,4 +22,15 @@ describe("the data directory's lock", () => {
     expect(fs.statSync(`${dir}/serve.lock`).mode & 0o777).toBe(0o600);
     DataDirectoryLock.acquire(dir).release();
   }, 30_000);
+
+  it("names the directory, the file and FRAUD_DATA_DIR when it cannot be used", () => {
+    // A data directory path under a regular file, and a lock file that is a directory (SQLite's bare
+    // "unable to open database file"): the tests run as root, to whom no permission is denied.
+    const file = `${dir}/a-file`;
+    fs.writeFileSync(file, "");
+    expect(() => DataDirectoryLock.acquire(`${file}/data`)).toThrow(`cannot use the data directory ${file}/data (FRAUD_DATA_DIR): ${file}/data/serve.lock: ENOTDIR`);
+    const blocked = `${dir}/blocked`;
+    fs.mkdirSync(`${blocked}/serve.lock`, { recursive: true });
+    expect(() => DataDirectoryLock.acquire(blocked)).toThrow(`cannot use the data directory ${blocked} (FRAUD_DATA_DIR): ${blocked}/serve.lock: unable to open database file`);
+  });
 });

@@ -29,14 +29,12 @@ export class DataDirectoryLock {
   ) {}
 
   static acquire(dataDir: string): DataDirectoryLock {
-    fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     const file = path.join(dataDir, LOCK_FILE);
     // SQLite creates the file, and it is made its owner's only after. Never opened with Node's fs: closing any
     // descriptor of a file drops every POSIX lock the process holds on it, this process's own lock included
     // (SQLite guards its own descriptors against that, not others'). It holds nothing secret, and the data
     // directory is its owner's only (0700).
-    const db = new Database(file, { timeout: 0 });
-    fs.chmodSync(file, 0o600);
+    const db = openLockFile(dataDir, file);
     try {
       db.pragma("locking_mode = EXCLUSIVE");
       db.exec("BEGIN EXCLUSIVE");
@@ -64,5 +62,20 @@ function holder(dataDir: string): string {
     return Number.isSafeInteger(pid) && pid > 0 ? ` (pid ${pid})` : "";
   } catch {
     return "";
+  }
+}
+
+/** The lock's database, in a data directory made if missing; an error naming both when either fails. */
+function openLockFile(dataDir: string, file: string): Database.Database {
+  let db: Database.Database | undefined;
+  try {
+    fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    db = new Database(file, { timeout: 0 });
+    fs.chmodSync(file, 0o600);
+    return db;
+  } catch (error) {
+    db?.close();
+    // SQLite says only "unable to open database file": name the file, and the setting that chose it.
+    throw new Error(`cannot use the data directory ${dataDir} (FRAUD_DATA_DIR): ${file}: ${error instanceof Error ? error.message : String(error)}`);
   }
 }
