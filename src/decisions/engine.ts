@@ -151,10 +151,12 @@ export class DecisionEngine {
    * kind, with a device and behavior so that every signal's code runs.
    */
   async warmUp(): Promise<void> {
-    const tasks = WARM_UP_USER_AGENTS.map((userAgent): EngineTask => {
+    // One full evaluation per thread opens its store and runs its reads; the other kinds of browser need only
+    // the fast path's (the user-agent parser's), and a slow store is not waited on once per kind.
+    const tasks = WARM_UP_USER_AGENTS.map((userAgent, i): EngineTask => {
       const entities = { userId: "warm-up", ip: WARM_UP_INPUT.ip, deviceId: "", email: WARM_UP_INPUT.email };
       return {
-        mode: "full",
+        mode: i === 0 ? "full" : "fast",
         tenant: { accountId: "", environment: "test" },
         input: { ...WARM_UP_INPUT, userAgent },
         entities,

@@ -49,7 +49,7 @@ describe("fraudctl dlq", () => {
     for (const limit of ["0", "101", "2.5"]) {
       const result = await runFraudctl(["dlq", "list", "--account", accountId, "--env", "test", "--limit", limit], env);
       expect(result.code, limit).toBe(2);
-      expect(result.stderr).toMatch(/--limit must be an integer from 1 to 100/);
+      expect(result.stderr).toMatch(/--limit must be a whole number from 1 to 100 in decimal digits/);
     }
     expect((await runFraudctl(["dlq", "list", "--account", accountId, "--env", "test", "--limit", "100"], env)).code).toBe(0);
   }, 30_000);
