@@ -458,6 +458,13 @@ describe("list changes", () => {
     // Removed by either spelling.
     expect((await as<{ data: { removed: number } }>("POST", "/api/v1/lists/host_ips/remove", { values: ["81.2.69.161", "81.2.69.162/32"] })).body.data.removed).toBe(2);
     expect(await entriesOf("host_ips")).toEqual(["2a02:c7f:8::1"]);
+    // A NAT64 address is its IPv4 client: one entry, shown and removed as the IPv4 address, and the client is
+    // unblocked once it is removed, whichever way it reaches the service.
+    const nat64 = await as<{ data: { added: number; updated: number } }>("POST", "/api/v1/lists/host_ips/entries", { entries: [{ value: "81.2.69.163" }, { value: "64:ff9b::81.2.69.163" }] });
+    expect(nat64.body.data).toEqual({ added: 1, updated: 1 });
+    expect((await entriesOf("host_ips")).sort()).toEqual(["2a02:c7f:8::1", "81.2.69.163"]);
+    expect((await as<{ data: { removed: number } }>("POST", "/api/v1/lists/host_ips/remove", { values: ["64:ff9b::5102:45a3"] })).body.data.removed).toBe(1);
+    expect(await entriesOf("host_ips")).toEqual(["2a02:c7f:8::1"]);
 
     // A user id with spaces is another user id: stored and matched exactly, as decide takes it.
     expect((await as("PUT", "/api/v1/lists/spaced_users", { kind: "user", type: "deny" })).status).toBe(201);

@@ -53,6 +53,11 @@ describe("an installation whose stored keys an earlier release spelt otherwise",
       ["81.2.69.161", null],
       ["2a02:c7f:8::1/128", later],
       ["2001:db8::/32", null],
+      // NAT64 addresses, one of them the address above's (81.2.69.161), become their IPv4 client; a range over
+      // the prefix stays a range.
+      ["64:ff9b::5102:45a1", later],
+      ["64:ff9b::cb00:7109", later],
+      ["64:ff9b::/96", null],
     ] as const) {
       ipEntry.run(tenant.accountId, tenant.environment, value, expiresAt);
     }
@@ -70,7 +75,9 @@ describe("an installation whose stored keys an earlier release spelt otherwise",
     expect(graph.lookup(tenant, entityKeys({ userId: "other", ip: "", deviceId: "", email: "MULE@bücher.de" }))).toMatchObject({ linkedToFraud: true, hops: 1 });
     expect(db.prepare("SELECT value, expires_at FROM list_entries WHERE list_name = 'blocked_ips' ORDER BY value").all()).toEqual([
       { value: "2001:db8::/32", expires_at: null },
+      { value: "203.0.113.9", expires_at: later },
       { value: "2a02:c7f:8::1", expires_at: later },
+      { value: "64:ff9b::/96", expires_at: null },
       { value: "81.2.69.161", expires_at: null },
     ]);
     expect(db.prepare("SELECT value, expires_at FROM list_entries WHERE list_name = 'bad_emails' ORDER BY value").all()).toEqual([
@@ -80,12 +87,18 @@ describe("an installation whose stored keys an earlier release spelt otherwise",
       // A domain with a % is no other spelling of anything: left as it is, and removable as shown.
       { value: "pct@ex%41mple.com", expires_at: null },
     ]);
-    expect(logged).toEqual([{ listEntries: 2 }, undefined, { graphEdges: 2, graphLabels: 2, listEntries: 2 }]);
+    expect(logged).toEqual([
+      { listEntries: 2, reason: expect.stringMatching(/^ranges of one address/) },
+      { listEntries: 2, reason: expect.stringMatching(/^NAT64 addresses/) },
+      undefined,
+      { graphEdges: 2, graphLabels: 2, listEntries: 2 },
+    ]);
     // The lists' changes are audited, as an analyst's would be.
     const entries = db.prepare("SELECT actor, action, body FROM audit_log WHERE action = 'list.updated' ORDER BY seq").all() as Array<{ actor: string; action: string; body: string }>;
-    expect(entries.map((row) => row.actor)).toEqual(["system", "system"]);
+    expect(entries.map((row) => row.actor)).toEqual(["system", "system", "system"]);
     expect(JSON.parse(entries[0]?.body ?? "{}")).toMatchObject({ subject: "blocked_ips", data: { respelled: 2, values: "2a02:c7f:8::1/128 → 2a02:c7f:8::1, 81.2.69.161/32 → 81.2.69.161" } });
-    expect(JSON.parse(entries[1]?.body ?? "{}")).toMatchObject({ subject: "bad_emails", data: { respelled: 2, values: "bob@ｅxample.com → bob@example.com, jane@xn--mnchen-3ya.de → jane@münchen.de" } });
+    expect(JSON.parse(entries[1]?.body ?? "{}")).toMatchObject({ subject: "blocked_ips", data: { respelled: 2, values: "64:ff9b::5102:45a1 → 81.2.69.161, 64:ff9b::cb00:7109 → 203.0.113.9" } });
+    expect(JSON.parse(entries[2]?.body ?? "{}")).toMatchObject({ subject: "bad_emails", data: { respelled: 2, values: "bob@ｅxample.com → bob@example.com, jane@xn--mnchen-3ya.de → jane@münchen.de" } });
 
     // An audit entry names at most 100 of the values it respelled, and how many more.
     lists.put(tenant, { name: "imported_ips", kind: "ip", type: "deny", description: "", automatic: false }, 1_000);

@@ -339,7 +339,7 @@ function formatProblem(format: StringFormat, value: string): string | undefined 
       // Control characters, and the line and paragraph separators, which break a line too.
       const control = /[\p{Cc}\p{Zl}\p{Zp}]/u.exec(value);
       if (control === null) return undefined;
-      const kind = /\p{Cc}/u.test(control[0]) ? "control character" : "line separator";
+      const kind = /\p{Cc}/u.test(control[0]) ? "control character" : /\p{Zl}/u.test(control[0]) ? "line separator" : "paragraph separator";
       return `must be one line of text: it holds the ${kind} U+${control[0].codePointAt(0)?.toString(16).toUpperCase().padStart(4, "0")}`;
     }
     default:

@@ -22,19 +22,30 @@ const REPAIR = "entity-keys-ipv6-network-and-email-domain";
  * function {@link CURRENT_KEY} the key each has now.
  */
 const STALE_ENTITY = `((entity LIKE 'i:%:%' AND entity NOT LIKE '%/64') OR (entity LIKE 'e:%' AND (entity LIKE '%xn--%' OR entity GLOB '*[^ -~]*')))`;
-/** List entries an earlier release stored in a spelling they no longer have, by kind, with why they changed. */
+/**
+ * List entries an earlier release stored in a spelling they no longer have: of which kind, which (SQL picks
+ * the candidates, normalizeListEntry their spelling now), why they changed, and, for those respelled in a
+ * repair of their own, its name in `repairs_done`.
+ */
 const STALE_LIST_ENTRIES = {
-  email: {
+  emailDomains: {
+    kind: "email",
     where: `(e.value LIKE '%xn--%' OR e.value GLOB '*[^ -~]*')`,
     reason: "e-mail entries given the one spelling of their domain (punycode, Unicode and fullwidth forms are one)",
   },
-  ip: {
+  ipHostRanges: {
+    kind: "ip",
     where: `(e.value LIKE '%/32' OR e.value LIKE '%/128')`,
     reason: "ranges of one address stored as that address (81.2.69.161/32 is 81.2.69.161)",
+    repair: "list-entries-ip-host-ranges-as-addresses",
   },
-} as const;
-/** The second repair (2026-11-22): IP list entries that were a range of one address, beside the address. */
-const HOST_RANGE_REPAIR = "list-entries-ip-host-ranges-as-addresses";
+  ipNat64Addresses: {
+    kind: "ip",
+    where: `(e.value LIKE '64:ff9b::%' AND e.value NOT LIKE '%/%')`,
+    reason: "NAT64 addresses stored as the IPv4 client they carry (64:ff9b::5102:45a1 is 81.2.69.161)",
+    repair: "list-entries-ip-nat64-as-ipv4",
+  },
+} as const satisfies Record<string, { kind: "email" | "ip"; where: string; reason: string; repair?: string }>;
 /** The SQL function the repair registers on the connection: a stored key's current form. */
 const CURRENT_KEY = "fraud_current_entity_key";
 
@@ -69,15 +80,17 @@ interface Deps {
  * Set-based: the graph's rows are moved by two statements per table, not
  * through JavaScript, so memory does not grow with the graph.
  *
- * First, in a repair of its own, IP list entries that are a range of one
- * address (`81.2.69.161/32`) become that address, which the same address
- * added later would otherwise have stood beside, and which removing the
- * address would not have removed.
+ * First, each in a repair of its own, IP list entries that are a range of
+ * one address (`81.2.69.161/32`) or a NAT64 address (`64:ff9b::5102:45a1`)
+ * become the address they stand for, which the same address added later
+ * would otherwise have stood beside, and which removing the address would not
+ * have removed.
  */
 export function rekeyStoredEntities(deps: Deps): void {
   const { db } = deps;
   const repairs = new RepairLog(db);
-  respellHostRanges(deps, repairs);
+  respellInRepair(deps, repairs, "ipHostRanges");
+  respellInRepair(deps, repairs, "ipNat64Addresses");
   if (repairs.done(REPAIR)) return;
   // A new installation has nothing to move, and nothing to say.
   const hasGraph = db.prepare("SELECT 1 FROM graph_edges LIMIT 1").get() !== undefined;
@@ -89,7 +102,7 @@ export function rekeyStoredEntities(deps: Deps): void {
     if (repairs.done(REPAIR)) return;
     changed.graphEdges = rekeyGraphTable(db, "graph_edges", ["account_id", "environment", "entity", "created_at", "decision_id"]);
     changed.graphLabels = rekeyGraphTable(db, "graph_labels", ["account_id", "environment", "entity", "decision_id"]);
-    changed.listEntries = respellListEntries(deps, "email");
+    changed.listEntries = respellListEntries(deps, "emailDomains");
     repairs.markDone(REPAIR, deps.clock.now());
   }).immediate();
   if (changed.graphEdges + changed.graphLabels + changed.listEntries > 0) deps.logger.log("info", "gave stored entities the keys they have now", changed);
@@ -112,14 +125,15 @@ function listedValues(respelled: readonly string[]): string {
   return respelled.length > LISTED_VALUES ? `${listed}, and ${respelled.length - LISTED_VALUES} more` : listed;
 }
 
-/** IP list entries `a.b.c.d/32` and `x::y/128` as the address they are, once per database. */
-function respellHostRanges(deps: Deps, repairs: RepairLog): void {
-  if (repairs.done(HOST_RANGE_REPAIR)) return;
+/** List entries respelled in a repair of their own, once per database. */
+function respellInRepair(deps: Deps, repairs: RepairLog, which: "ipHostRanges" | "ipNat64Addresses"): void {
+  const { repair, reason } = STALE_LIST_ENTRIES[which];
+  if (repairs.done(repair)) return;
   deps.db.transaction(() => {
-    if (repairs.done(HOST_RANGE_REPAIR)) return;
-    const respelled = respellListEntries(deps, "ip");
-    repairs.markDone(HOST_RANGE_REPAIR, deps.clock.now());
-    if (respelled > 0) deps.logger.log("info", "stored IP list entries of one address as that address", { listEntries: respelled });
+    if (repairs.done(repair)) return;
+    const respelled = respellListEntries(deps, which);
+    repairs.markDone(repair, deps.clock.now());
+    if (respelled > 0) deps.logger.log("info", "respelled stored list entries", { listEntries: respelled, reason });
   }).immediate();
 }
 
@@ -129,9 +143,10 @@ function respellHostRanges(deps: Deps, repairs: RepairLog): void {
  * expires wins). Each list changed is audited (actor `system`), as an
  * analyst's change would be.
  */
-function respellListEntries(deps: Deps, kind: keyof typeof STALE_LIST_ENTRIES): number {
+function respellListEntries(deps: Deps, which: keyof typeof STALE_LIST_ENTRIES): number {
   const { db } = deps;
-  const stale = STALE_LIST_ENTRIES[kind];
+  const stale = STALE_LIST_ENTRIES[which];
+  const { kind } = stale;
   const rows = db
     .prepare<[string], { account_id: string; environment: string; list_name: string; value: string; expires_at: number | null; created_at: number }>(
       `SELECT e.* FROM list_entries e JOIN lists l ON l.account_id = e.account_id AND l.environment = e.environment AND l.name = e.list_name

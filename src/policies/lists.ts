@@ -65,7 +65,9 @@ export function isUsableNewListName(name: string): boolean {
  * The stored form of an entry, or null when it is not valid for the kind.
  * E-mails compare case-insensitively (lower-cased, surrounding spaces
  * ignored); IP entries are canonical addresses or CIDR ranges, so
- * `::ffff:10.0.0.1`, `10.0.0.1/32` and `10.0.0.1` are one entry. User and
+ * `::ffff:10.0.0.1`, `10.0.0.1/32` and `10.0.0.1` are one entry, and so are
+ * `64:ff9b::10.0.0.1` and `10.0.0.1` (a NAT64 address is its IPv4 client,
+ * as in the signals; a range over the NAT64 prefix stays as written). User and
  * device ids are kept exactly as given, as decide compares them. Use it when
  * entries are saved, so a snapshot never meets a bad entry.
  */
@@ -77,14 +79,22 @@ export function normalizeListEntry(kind: ListKind, entry: string): string | null
     }
     case "ip": {
       const trimmed = entry.trim();
-      if (!trimmed.includes("/")) return parseIp(trimmed)?.text ?? null;
+      if (!trimmed.includes("/")) return listedAddress(trimmed);
       const range = canonicalCidr(trimmed);
-      return range === null ? null : addressOfHostRange(range);
+      if (range === null) return null;
+      const address = addressOfHostRange(range);
+      return address === range ? range : listedAddress(address);
     }
     default:
       // Decide refuses a blank user id, so a blank entry could never match.
       return entry.trim() === "" ? null : entry;
   }
+}
+
+/** An address as lists hold it: canonical, and a NAT64 address as the IPv4 client it carries. */
+function listedAddress(text: string): string | null {
+  const ip = parseIp(text);
+  return ip === null ? null : (nat64Client(ip) ?? ip).text;
 }
 
 /** A canonical range of one address (`/32`, `/128`) is that address: else it would be a second entry for it. */
@@ -123,8 +133,8 @@ class IpMatcher implements ListMatcher {
     const ip = parseIp(value);
     if (ip === null) return false;
     if (this.addresses.has(ip.text) || this.ranges.contains(ip)) return true;
-    // A NAT64 address is its IPv4 client (docs/signals.md): the client's entries match it. (An entry written
-    // as a NAT64 address is in `addresses` under its client's spelling too: buildMatcher.)
+    // A NAT64 address is its IPv4 client (docs/signals.md): the client's entries match it (entries are
+    // stored in the client's spelling: normalizeListEntry).
     const client = nat64Client(ip);
     return client !== undefined && (this.addresses.has(client.text) || this.ranges.contains(client));
   }
@@ -140,12 +150,6 @@ function buildMatcher(definition: ListDefinition): ListMatcher {
     }
     if (definition.kind === "ip" && normalized.includes("/")) cidrs.push(normalized);
     else values.add(normalized);
-    if (definition.kind === "ip" && normalized.startsWith("64:ff9b::")) {
-      // An IPv4 client's entry written as the NAT64 address it was seen through matches the client itself.
-      const parsed = parseIp(normalized);
-      const client = parsed === null ? undefined : nat64Client(parsed);
-      if (client !== undefined) values.add(client.text);
-    }
   }
   if (definition.kind !== "ip") return new ExactMatcher(definition.kind, values);
   // IpRangeSet merges overlapping ranges into sorted intervals for a binary search.

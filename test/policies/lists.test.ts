@@ -180,6 +180,11 @@ describe("ListSnapshot", () => {
     expect(normalizeListEntry("ip", "10.0.0.1/32")).toBe("10.0.0.1");
     expect(normalizeListEntry("ip", "::ffff:10.0.0.1/128")).toBe("10.0.0.1");
     expect(normalizeListEntry("ip", "0.0.0.0/0")).toBe("0.0.0.0/0");
+    // A NAT64 address is the IPv4 client it carries; a range over the prefix stays what it says.
+    expect(normalizeListEntry("ip", "64:ff9b::81.2.69.161")).toBe("81.2.69.161");
+    expect(normalizeListEntry("ip", "64:FF9B::5102:45A1/128")).toBe("81.2.69.161");
+    expect(normalizeListEntry("ip", "64:ff9b::/96")).toBe("64:ff9b::/96");
+    expect(normalizeListEntry("ip", "64:ff9b::5102:4500/120")).toBe("64:ff9b::5102:4500/120");
     expect(normalizeListEntry("ip", "10.0.0.256")).toBeNull();
     expect(normalizeListEntry("user", "  ")).toBeNull();
     // User and device ids are kept as decide compares them: exactly.
