@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getOption, type DescMessage } from "@bufbuild/protobuf";
 import { validate } from "../gen/fraud/v1/options_pb.js";
+import net from "node:net";
 import { allContracts } from "../src/api/contract.js";
+import { presentedKey } from "../src/api/interceptors.js";
 import { KeyService } from "../src/auth/key-service.js";
 import { ROTATION_GRACE_MS } from "../src/auth/keys.js";
 import { systemClock } from "../src/clock.js";
@@ -188,6 +190,33 @@ describe("access per endpoint (part 5.2 of the specification)", () => {
     for (const bad of ["nope", "sk_live_short", `sk_live_${"A".repeat(32)}`, keys.test.secret.replace(/^sk_test/, "sk_live"), keys.test.secret.slice(0, -1) + (keys.test.secret.endsWith("a") ? "b" : "a")]) {
       expect(await call(decide, bad), bad).toBe(401);
     }
+  });
+});
+
+describe("the key a call presents", () => {
+  it("is the header's value without HTTP's optional whitespace, and nothing else trimmed", () => {
+    const key = "sk_test_0123456789abcdef";
+    const presented = (headers: Record<string, string>) => presentedKey(new Headers(headers));
+    expect(presented({ "x-api-key": ` \t${key}\t ` })).toEqual({ kind: "key", key });
+    expect(presented({ authorization: `Bearer \t ${key}` })).toEqual({ kind: "key", key });
+    // A no-break space (a header's byte 0xA0) is part of the value: the key so wrapped is another, unknown, key.
+    expect(presented({ "x-api-key": `${key}\u00a0` })).toEqual({ kind: "key", key: `${key}\u00a0` });
+    expect(presented({ authorization: `Bearer\u00a0${key}` })).toMatchObject({ kind: "malformed" });
+    expect(presented({ authorization: `Bearer ${key}\u00a0` })).toMatchObject({ kind: "malformed" });
+  });
+
+  it("answers 401 for a key wrapped in no-break spaces", async () => {
+    const status = await new Promise<number>((resolve, reject) => {
+      // Raw bytes: fetch would not send a byte 0xA0 in a header as it is.
+      const socket = net.connect(server.port, "127.0.0.1", () =>
+        socket.write(Buffer.concat([Buffer.from("GET /api/v1/cases HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-API-Key: "), Buffer.from(keys.test.secret), Buffer.from([0xa0]), Buffer.from("\r\n\r\n")])),
+      );
+      let answer = "";
+      socket.on("data", (chunk: Buffer) => (answer += chunk.toString("latin1")));
+      socket.on("close", () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1] ?? 0)));
+      socket.on("error", reject);
+    });
+    expect(status).toBe(401);
   });
 });
 

@@ -75,6 +75,14 @@ export function protocolFailure(context: CallContext, error: ConnectError): Conn
   return error;
 }
 
+/**
+ * A header value without HTTP's optional whitespace (space and tab) around it: JavaScript's trim() and \s take
+ * more (a no-break space, which a header's latin1 byte 0xA0 reads as), and a key so wrapped is not the key.
+ */
+function withoutOws(value: string | null): string | undefined {
+  return value?.replace(/^[ \t]+|[ \t]+$/g, "");
+}
+
 /** What a call presents as its API key: none, one, or something to refuse it for. */
 export type PresentedKey =
   | { kind: "none" }
@@ -90,9 +98,9 @@ export type PresentedKey =
  * unless it carries another API key of this service: which of the two was meant cannot be told.
  */
 export function presentedKey(header: Headers): PresentedKey {
-  const apiKey = header.get("x-api-key")?.trim();
-  const authorization = header.get("authorization")?.trim();
-  const bearer = authorization ? /^Bearer\s+(\S+)$/i.exec(authorization)?.[1] : undefined;
+  const apiKey = withoutOws(header.get("x-api-key"));
+  const authorization = withoutOws(header.get("authorization"));
+  const bearer = authorization ? /^Bearer[ \t]+([!-~]+)$/i.exec(authorization)?.[1] : undefined;
   if (apiKey) {
     if (bearer !== undefined && bearer !== apiKey && parseKeyShape(bearer) !== undefined) {
       return { kind: "conflicting", message: "X-API-Key and Authorization: Bearer carry two different API keys; send one" };
