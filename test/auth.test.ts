@@ -220,6 +220,36 @@ describe("the key a call presents", () => {
   });
 });
 
+describe("a secret key from a web page", () => {
+  it("is refused with 403 on every operation and protocol: a request with an Origin header comes from a page", async () => {
+    const origin = "https://shop.example";
+    const rest = await fetch(`${server.url}/api/v1/decide`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": keys.test.secret, origin },
+      body: JSON.stringify({ userId: "u_origin", action: "login" }),
+    });
+    expect(rest.status).toBe(403);
+    expect(((await rest.json()) as { error: { message: string } }).error.message).toBe(
+      "a secret key belongs on a server: this request comes from a web page (it has an Origin header), which must use a publishable key",
+    );
+    const connect = await fetch(`${server.url}/fraud.v1.StatusService/GetStatus`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "connect-protocol-version": "1", "x-api-key": keys.test.secret, origin },
+      body: "{}",
+    });
+    expect(connect.status).toBe(403);
+    // A publishable key from the page is what it should use; a secret key without Origin is a server's call.
+    const page = await fetch(`${server.url}/api/v1/decide`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": keys.test.publishable, origin },
+      body: JSON.stringify({ userId: "u_origin", action: "login" }),
+    });
+    expect(page.status).toBe(200);
+    const backend = await fetch(`${server.url}/api/v1/cases`, { headers: { "x-api-key": keys.test.secret } });
+    expect(backend.status).toBe(200);
+  });
+});
+
 describe("key rotation and revocation (part 3.3)", () => {
   it("keeps the old key working for 24 hours, then refuses it", async () => {
     const status = endpoints.find((e) => e.name === "ListCases");

@@ -100,4 +100,19 @@ describe.skipIf(!enabled)("a web page on another origin, in Chromium", () => {
     // Nothing reached the feedback handler: its preflight was refused.
     expect(server.app.db.prepare("SELECT COUNT(*) AS n FROM feedback").get()).toEqual({ n: 0 });
   });
+
+  it("is refused a secret key even where a page may call: decide, analyze and the status, on every protocol", async () => {
+    const decisionsBefore = server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions").get();
+    for (const [path, init] of [
+      ["/api/v1/decide", { method: "POST", headers: { "content-type": "application/json", "x-api-key": keys.test.secret }, body: { userId: "shopper_4", action: "login" } }],
+      ["/fraud.v1.DecisionService/Decide", { method: "POST", headers: { "content-type": "application/json", "connect-protocol-version": "1", "x-api-key": keys.test.secret }, body: { userId: "shopper_4", action: "login" } }],
+      ["/api/v1/status", { headers: { authorization: `Bearer ${keys.test.secret}` } }],
+    ] as const) {
+      const answer = await pageFetch(path, init);
+      expect(answer, path).toMatchObject({ status: 403 });
+      expect(JSON.stringify(answer), path).toMatch(/a secret key belongs on a server: this request comes from a web page/);
+    }
+    // The refused decide decided nothing.
+    expect(server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions").get()).toEqual(decisionsBefore);
+  });
 });

@@ -149,6 +149,12 @@ function authInterceptor(keys: KeyService): Interceptor {
     const principal = authenticate(keys, req.header, contract.access.allowAnonymous);
     if (!principal) return next(req);
     callContext(req.contextValues).principal = principal;
+    // A browser names the page's origin; a secret key there is exposed to whoever loads the page. Refused on
+    // every operation, those a page may call (decide, analyze, the status) included, so that the mistake shows
+    // at once rather than in production (docs/api-decisions.md).
+    if (principal.kind === "secret" && req.header.has("origin")) {
+      throw apiError("FORBIDDEN", "a secret key belongs on a server: this request comes from a web page (it has an Origin header), which must use a publishable key");
+    }
     if (!contract.access.allowAnonymous) checkPermissions(principal, contract.permissions, req.method.name);
     return next(req);
   };

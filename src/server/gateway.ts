@@ -31,7 +31,7 @@ type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
 const MAX_JSON_DEPTH = 32;
 
 /** Request headers the gateway passes on to the RPC handlers. */
-const FORWARDED_HEADERS = ["x-api-key", "authorization", "idempotency-key", "user-agent"];
+const FORWARDED_HEADERS = ["x-api-key", "authorization", "idempotency-key", "user-agent", "origin"];
 /** Response headers the gateway passes back from the RPC handlers. */
 const RETURNED_HEADERS = ["ratelimit", "ratelimit-policy", "retry-after", "x-request-id", "fraud-error-code"];
 
