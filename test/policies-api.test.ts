@@ -199,6 +199,17 @@ describe("policies acting on decisions", () => {
     expect(changed.status).toBe(200);
     expect(changed.body.data).toMatchObject({ name: "vip_users", description: "known good customers" });
     expect(changed.body.data).not.toHaveProperty("created");
+    // Connect (and gRPC) callers read it in the response: 200 either way, as RPCs answer.
+    const overConnect = async (name: string) => {
+      const res = await fetch(`${server.url}/fraud.v1.ListService/PutList`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "connect-protocol-version": "1", "x-api-key": key },
+        body: JSON.stringify({ name, kind: "user", type: "allow" }),
+      });
+      return { status: res.status, created: ((await res.json()) as { created: boolean }).created };
+    };
+    expect(await overConnect("vip_users_connect")).toEqual({ status: 200, created: true });
+    expect(await overConnect("vip_users_connect")).toEqual({ status: 200, created: false });
     const added = await call<{ data: { added: number; updated: number } }>("POST", "/api/v1/lists/vip_users/entries", { entries: [{ value: "vip_1" }] });
     expect(added.body.data).toEqual({ added: 1, updated: 0 });
     await call<PolicyJson>("POST", "/api/v1/policies", { name: "VIPs", status: "active", priority: 100, rules: [{ condition: "userId in lists.vip_users", action: "allow" }] });
