@@ -168,8 +168,13 @@ export class DecisionEngine {
       };
     });
     const pools = await this.pools;
-    for (const task of tasks) pools.here.outcome({ ...task, mode: "fast" });
-    await pools.engine.warmUp(tasks);
+    try {
+      for (const task of tasks) pools.here.outcome({ ...task, mode: "fast" });
+      await pools.engine.warmUp(tasks);
+    } catch (error) {
+      // Start-up stops on it: say where it came from, not only what it was.
+      throw new Error(`the engine's warm-up evaluation failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    }
   }
 
   /** The fast path alone (analyze): from the pool, or computed here when the pool has not answered within the budget. */
