@@ -43,12 +43,21 @@ const DEFAULT_MAX_BODY_BYTES = 256 * 1024;
 /** Engine threads at most: each holds its own heap and SQLite connection. */
 const MAX_ENGINE_THREADS = 64;
 
+/**
+ * A whole number an operator typed (a setting, a fraudctl option), in decimal digits only and within
+ * `min`..`max`; undefined otherwise. Number() would also take "0x50" (port 80), "8e3", " 8080 " or "1e300",
+ * a typo bound silently.
+ */
+export function parseDecimalInteger(raw: string, min: number, max: number): number | undefined {
+  const value = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
+  return Number.isSafeInteger(value) && value >= min && value <= max ? value : undefined;
+}
+
 function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
-  // Decimal digits only: Number() would also take "0x50" (port 80), "8e3" or " 8080 ", a typo bound silently.
-  const value = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
-  if (!Number.isSafeInteger(value) || value < min || value > max) {
+  const value = parseDecimalInteger(raw, min, max);
+  if (value === undefined) {
     const range = max === Number.MAX_SAFE_INTEGER ? `of at least ${min}` : `from ${min} to ${max}`;
     throw new Error(`${name} must be a decimal integer ${range}, got "${raw}"`);
   }

@@ -13,7 +13,7 @@ import { verifyChain } from "../audit/verify.js";
 import { KeyError, KeyService } from "../auth/key-service.js";
 import { ALL_PERMISSIONS, PUBLISHABLE_PERMISSIONS, isPermission, shownPermissions, type KeyKind, type Permission } from "../auth/keys.js";
 import { systemClock, type Clock } from "../clock.js";
-import { loadConfig } from "../config.js";
+import { loadConfig, parseDecimalInteger } from "../config.js";
 import { keyHint, silentLogger } from "../log.js";
 import { ReferenceData } from "../engine/index.js";
 import { buildApp } from "../server/app.js";
@@ -216,13 +216,10 @@ function accountCreation(args: string[]): { name: string; overrides: Record<stri
   return { name: values.name, overrides, json: values.json ?? false };
 }
 
-/**
- * A number option's value, in decimal digits only and within its bounds, as the service's settings and the
- * API's query parameters take numbers: `1e3`, `0x10` or ` 7` is a mistake, and `1e300` would end up in headers.
- */
+/** A number option's value, read as the service's settings are (`1e300` would end up in headers as written). */
 function wholeNumberOption(name: string, raw: string, min: number, max: number): number {
-  const value = /^[0-9]{1,10}$/.test(raw) ? Number(raw) : Number.NaN;
-  if (!(value >= min && value <= max)) throw new UsageError(`--${name} must be a whole number from ${min} to ${max} in decimal digits, got "${raw}"`);
+  const value = parseDecimalInteger(raw, min, max);
+  if (value === undefined) throw new UsageError(`--${name} must be a whole number from ${min} to ${max} in decimal digits, got "${raw}"`);
   return value;
 }
 

@@ -153,20 +153,20 @@ export class DecisionEngine {
   async warmUp(): Promise<void> {
     // One full evaluation per thread opens its store and runs its reads; the other kinds of browser need only
     // the fast path's (the user-agent parser's), and a slow store is not waited on once per kind.
-    const tasks = WARM_UP_USER_AGENTS.map((userAgent, i): EngineTask => {
-      const entities = { userId: "warm-up", ip: WARM_UP_INPUT.ip, deviceId: "", email: WARM_UP_INPUT.email };
-      return {
-        mode: i === 0 ? "full" : "fast",
-        tenant: { accountId: "", environment: "test" },
-        input: { ...WARM_UP_INPUT, userAgent },
-        entities,
-        keys: entityKeysByKind(entities),
-        inFlight: NONE_IN_FLIGHT,
-        nowMs: Date.now(),
-        weights: DEFAULT_WEIGHTS,
-        denylisted: false,
-      };
-    });
+    const entities = { userId: WARM_UP_INPUT.userId, ip: WARM_UP_INPUT.ip, deviceId: "", email: WARM_UP_INPUT.email };
+    const keys = entityKeysByKind(entities);
+    const nowMs = Date.now();
+    const tasks = WARM_UP_USER_AGENTS.map((userAgent, i): EngineTask => ({
+      mode: i === 0 ? "full" : "fast",
+      tenant: { accountId: "", environment: "test" },
+      input: { ...WARM_UP_INPUT, userAgent },
+      entities,
+      keys,
+      inFlight: NONE_IN_FLIGHT,
+      nowMs,
+      weights: DEFAULT_WEIGHTS,
+      denylisted: false,
+    }));
     const pools = await this.pools;
     try {
       for (const task of tasks) pools.here.outcome({ ...task, mode: "fast" });

@@ -128,15 +128,16 @@ export interface App {
  * (DataDirectoryLock): a second one refuses to start, naming the first.
  */
 export function buildApp(options: AppOptions): App {
-  const lock = DataDirectoryLock.acquire(options.config.dataDir);
   const logger = options.logger ?? createLogger();
   const started = new StartedParts();
+  // The first part taken, so the last given back: the directory is held until its database is closed.
+  const lock = started.add("data directory lock", DataDirectoryLock.acquire(options.config.dataDir), (part) => part.release());
   try {
     return assembleApp({ ...options, logger }, lock, started);
   } catch (error) {
     // A start that fails part way (a repair's write on a full disk, a damaged schema) leaves nothing running: the
-    // threads already started would keep the process up, and the directory is held until its database is closed.
-    void started.stopAll(logger).finally(() => lock.release());
+    // threads already started would keep the process up.
+    void started.stopAll(logger);
     throw error;
   }
 }
