@@ -313,6 +313,22 @@ describe("fraudctl pointed at a data directory that does not exist", () => {
   });
 });
 
+describe("fraudctl pointed at a database it cannot use", () => {
+  it("names the file and FRAUD_DATA_DIR, for serve and the other commands alike, instead of SQLite's bare message", async () => {
+    const otherDir = tempDir();
+    try {
+      fs.writeFileSync(`${otherDir}/fraud.db`, "not a database, but a file by that name\n");
+      for (const args of [["keys", "list"], ["audit", "verify"], ["serve"]]) {
+        const result = await runFraudctl(args, { FRAUD_DATA_DIR: otherDir, PORT: "0", HOST: "127.0.0.1" });
+        expect(result.code, args.join(" ")).toBe(1);
+        expect(result.stderr, args.join(" ")).toContain(`fraudctl: cannot use the database ${otherDir}/fraud.db (FRAUD_DATA_DIR ${otherDir}): file is not a database`);
+      }
+    } finally {
+      fs.rmSync(otherDir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("fraudctl serve that cannot start", () => {
   it("exits with 1 and the reason when its port is taken, instead of staying up with its threads", async () => {
     const otherDir = tempDir();

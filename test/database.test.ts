@@ -64,6 +64,19 @@ describe("a second connection of the same process", () => {
   });
 });
 
+describe("a database a newer release wrote", () => {
+  it("is refused, naming both schema versions, instead of being used by a release that would misread it", () => {
+    const dataDir = tempDir("db-newer-");
+    openDatabase(dataDir).close();
+    const newer = new Database(path.join(dataDir, DATABASE_FILE));
+    newer.pragma(`user_version = ${migrations.length + 1}`);
+    newer.close();
+    expect(() => openDatabase(dataDir)).toThrow(
+      `cannot use the database ${dataDir}/${DATABASE_FILE} (FRAUD_DATA_DIR ${dataDir}): its schema is version ${migrations.length + 1}, written by a newer release; this release knows versions up to ${migrations.length}`,
+    );
+  });
+});
+
 describe("migration 15", () => {
   /** A database as release `version` left it, with tasks pending and dead, opened by this release. */
   function upgradedFrom(version: number): Array<{ kind: string; lane: string }> {

@@ -13,23 +13,38 @@ export const DATABASE_FILE = "fraud.db";
  * file at once; busy_timeout makes a writer wait for another instead of failing.
  */
 export function openDatabase(dataDir: string, options: { readonly?: boolean } = {}): Db {
-  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const file = path.join(dataDir, DATABASE_FILE);
-  if (!options.readonly) createOwnerOnly(file);
-  const db = new Database(file, { readonly: options.readonly ?? false });
-  db.pragma("busy_timeout = 5000");
-  if (!options.readonly) {
-    // The database holds webhook signing secrets, the consortium key and personal data: for its owner only.
-    // SQLite gives the WAL and shared-memory files the database file's mode when it creates them.
-    for (const part of [file, `${file}-wal`, `${file}-shm`]) ownerOnly(part);
-    db.pragma("journal_mode = WAL");
-    // NORMAL is durable across process crashes in WAL mode (only a power loss
-    // can drop the last commits), at a fraction of FULL's fsync cost.
-    db.pragma("synchronous = NORMAL");
-    db.pragma("foreign_keys = ON");
-    migrate(db);
+  try {
+    return openFile(dataDir, file, options.readonly ?? false);
+  } catch (error) {
+    // SQLite says only "file is not a database" or "unable to open database file": name the file, and the
+    // setting that chose it.
+    throw new Error(`cannot use the database ${file} (FRAUD_DATA_DIR ${dataDir}): ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
-  return db;
+}
+
+function openFile(dataDir: string, file: string, readonly: boolean): Db {
+  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  if (!readonly) createOwnerOnly(file);
+  const db = new Database(file, { readonly });
+  try {
+    db.pragma("busy_timeout = 5000");
+    if (!readonly) {
+      // The database holds webhook signing secrets, the consortium key and personal data: for its owner only.
+      // SQLite gives the WAL and shared-memory files the database file's mode when it creates them.
+      for (const part of [file, `${file}-wal`, `${file}-shm`]) ownerOnly(part);
+      db.pragma("journal_mode = WAL");
+      // NORMAL is durable across process crashes in WAL mode (only a power loss
+      // can drop the last commits), at a fraction of FULL's fsync cost.
+      db.pragma("synchronous = NORMAL");
+      db.pragma("foreign_keys = ON");
+      migrate(db);
+    }
+    return db;
+  } catch (error) {
+    db.close();
+    throw error;
+  }
 }
 
 /**
@@ -62,6 +77,10 @@ function ownerOnly(file: string): void {
 function migrate(db: Db): void {
   const apply = db.transaction(() => {
     const current = db.pragma("user_version", { simple: true }) as number;
+    if (current > migrations.length) {
+      // An older release would misread tables a newer one changed, and a newer one's repairs assume its own writes.
+      throw new Error(`its schema is version ${current}, written by a newer release; this release knows versions up to ${migrations.length}`);
+    }
     for (let version = current; version < migrations.length; version++) {
       db.exec(migrations[version] as string);
       db.pragma(`user_version = ${version + 1}`);
