@@ -30,6 +30,9 @@ let port: number;
 
 beforeAll(async () => {
   listener = new DualProtocolListener((req, res) => {
+    // An answer before the request is all in, as to a body over the limit: with a body, or with none.
+    if (req.url === "/early") return void res.end("refused");
+    if (req.url === "/early-empty") return void res.writeHead(204).end();
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
     req.on("end", () => {
@@ -98,6 +101,32 @@ describe("connection timeouts over HTTP/2", () => {
       session.destroy();
     }
   });
+
+  for (const [path, expected] of [["/early", "refused"], ["/early-empty", ""]] as const) {
+    it(`tells a client still sending when its answer is whole to stop, without error, not at the request timeout (${path})`, async () => {
+      const session = http2.connect(`http://127.0.0.1:${port}`);
+      try {
+        const started = performance.now();
+        const sending = session.request({ ":method": "POST", ":path": path });
+        const pump = setInterval(() => {
+          if (!sending.destroyed && sending.writable) sending.write(Buffer.alloc(16 * 1024, 32));
+        }, 10);
+        sending.on("error", () => undefined);
+        let body = "";
+        sending.on("data", (chunk: Buffer) => (body += chunk.toString()));
+        const ended = new Promise<void>((resolve) => sending.on("end", () => resolve()));
+        const closed = new Promise<number>((resolve) => sending.on("close", () => resolve(sending.rstCode ?? -1)));
+        const rstCode = await closed;
+        clearInterval(pump);
+        await ended;
+        expect(body).toBe(expected);
+        expect(rstCode).toBe(http2.constants.NGHTTP2_NO_ERROR);
+        expect(performance.now() - started).toBeLessThan(TIMEOUTS.requestMs);
+      } finally {
+        session.destroy();
+      }
+    });
+  }
 
   it("leaves a reflection stream open while the tool keeps asking, and cancels it once silent for the idle timeout", async () => {
     const session = http2.connect(`http://127.0.0.1:${port}`);

@@ -389,6 +389,41 @@ describe("what the RPC library refuses before any of the service's code runs", (
     }
   });
 
+  it("stops an HTTP/2 upload over the size limit once its answer has gone, on every protocol, instead of holding it to the request timeout", async () => {
+    const session = http2.connect(server.url);
+    try {
+      for (const [name, path, headers, expected] of [
+        ["REST", "/api/v1/decide", { "content-type": "application/json" }, /"code":"PAYLOAD_TOO_LARGE"/],
+        ["Connect", "/fraud.v1.DecisionService/Decide", { "content-type": "application/json", "connect-protocol-version": "1" }, /"code":"resource_exhausted"/],
+        ["gRPC-Web", "/fraud.v1.DecisionService/Decide", { "content-type": "application/grpc-web+proto" }, /grpc-status: ?8/],
+        ["gRPC JSON", "/fraud.v1.DecisionService/Decide", { "content-type": "application/grpc+json", te: "trailers" }, /"grpc-status":"8"/],
+        ["gRPC", "/fraud.v1.DecisionService/Decide", { "content-type": "application/grpc", te: "trailers" }, /"grpc-status":"8"/],
+        ["unknown method", "/fraud.v1.NoSuchService/Call", { "content-type": "application/grpc", te: "trailers" }, /"grpc-status":"12"/],
+      ] as const) {
+        const started = performance.now();
+        const stream = session.request({ ":method": "POST", ":path": path, "x-api-key": secret, ...headers });
+        // The binary protocols' envelope announces 4 MiB; then spaces, sent until the server says stop.
+        if (!path.startsWith("/api/") && headers["content-type"] !== "application/json") stream.write(Buffer.from([0, 0, 0x40, 0, 0]));
+        const pump = setInterval(() => {
+          if (!stream.destroyed && stream.writable) stream.write(Buffer.alloc(32 * 1024, 0x20));
+        }, 10);
+        let answer = "";
+        stream.on("response", (h) => (answer += JSON.stringify(h)));
+        stream.on("trailers", (t) => (answer += JSON.stringify(t)));
+        stream.on("data", (chunk: Buffer) => (answer += chunk.toString("latin1")));
+        stream.on("error", () => undefined);
+        const rstCode = await new Promise<number>((resolve) => stream.on("close", () => resolve(stream.rstCode ?? -1)));
+        clearInterval(pump);
+        expect(answer, name).toMatch(expected);
+        expect(rstCode, name).toBe(http2.constants.NGHTTP2_NO_ERROR);
+        // Well before the 30 s request timeout, which cancels (CANCEL) instead.
+        expect(performance.now() - started, name).toBeLessThan(10_000);
+      }
+    } finally {
+      session.close();
+    }
+  });
+
   it("carries the service's error code on every protocol, so that a message too large is not taken for a rate limit", async () => {
     const connect = (body: string | Uint8Array, contentType = "application/json") =>
       fetch(`${server.url}/fraud.v1.DecisionService/Decide`, { method: "POST", headers: { "content-type": contentType, "connect-protocol-version": "1" }, body });

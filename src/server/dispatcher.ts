@@ -167,8 +167,7 @@ export class Dispatcher {
           grpcStatus = () => uRes.trailer?.get("grpc-status") ?? uRes.header?.get("grpc-status");
           // An HTTP/1.1 client still sending when its answer is ready (a message over the limit, which the library
           // stopped reading) would otherwise wait, blocked in its upload, until the request timeout: the
-          // connection closes after the answer, as the REST gateway's does. (Over HTTP/2, Connect, gRPC-Web and gRPC
-          // JSON calls over the limit still wait for that timeout: docs/api-decisions.md.)
+          // connection closes after the answer, as the REST gateway's does (over HTTP/2 the stream is: listener.ts).
           if (!req.complete && !("stream" in res)) res.setHeader("connection", "close");
           await universalResponseToNodeResponse(uRes, res);
         }
@@ -235,9 +234,9 @@ export class Dispatcher {
     context.error = new ConnectError(message, Code.Unimplemented);
     const contentType = req.headers["content-type"] ?? "";
     context.protocol = rpcProtocol(contentType);
-    // What the client sends is dropped. Over HTTP/2 the answer goes at once, while the rest still arrives: a
-    // streaming client (buf curl's reflection on a wrong base URL, a bidi call) may never end its side, and
-    // would otherwise wait for the request timeout and read a reset instead of the status. Over HTTP/1.1 the
+    // What the client sends is dropped. Over HTTP/2 the answer goes at once, and the stream is closed after it
+    // (listener.ts): a streaming client (buf curl's reflection on a wrong base URL, a bidi call) may never end
+    // its side, and would otherwise wait for the request timeout and read a reset instead of the status. Over HTTP/1.1 the
     // message is read first: an answer before the upload's end would leave the client blocked in it.
     if ("stream" in res) {
       req.resume();

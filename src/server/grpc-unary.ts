@@ -115,16 +115,8 @@ export class GrpcUnaryPath {
     if (res.stream.destroyed) return;
     res.writeHead(200, headersObject(header));
     res.addTrailers(headersObject(trailer));
-    if (!req.complete) {
-      // A client still sending (a message over the limit, a deadline that passed mid-upload) is told to stop,
-      // without error, once the answer is complete (RFC 9113, 8.1). The compat layer's own wantTrailers
-      // listener sends the trailers; closing in the same turn would drop them, so the close waits one.
-      res.stream.once("wantTrailers", () =>
-        setImmediate(() => {
-          if (!req.complete && !res.stream.destroyed) res.stream.close(http2.constants.NGHTTP2_NO_ERROR);
-        }),
-      );
-    }
+    // A client still sending (a message over the limit, a deadline that passed mid-upload) is told to stop
+    // once this answer is complete: listener.ts, for every HTTP/2 stream.
     if (body) res.end(body);
     else res.end();
   }

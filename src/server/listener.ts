@@ -23,6 +23,25 @@ export interface UpgradeOutcome {
  */
 export type UpgradeHandler = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => UpgradeOutcome | Promise<UpgradeOutcome> | undefined;
 
+/**
+ * Tells a client still sending when its whole answer has gone (a body over the limit, a refused call, an
+ * unknown method) to stop, without error (RFC 9113, 8.1), instead of reading what it sends until the request
+ * timeout. The compatibility layer sends an answer's trailers from its own wantTrailers listener, which runs
+ * first; closing in that same turn would drop them, so the close waits one. An answer without a body (a 204,
+ * headers ending the stream) asks for no trailers: it is over once the stream's end has gone (localClose).
+ */
+function stopUploadAfterAnswer(stream: http2.ServerHttp2Stream): void {
+  const stopUpload = (answered: () => boolean) => {
+    // The usual case: the whole request was in before the answer.
+    if (stream.destroyed || stream.state.remoteClose) return;
+    setImmediate(() => {
+      if (!stream.destroyed && !stream.state.remoteClose && answered()) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+    });
+  };
+  stream.once("wantTrailers", () => stopUpload(() => true));
+  stream.once("finish", () => stopUpload(() => stream.state.localClose === 1));
+}
+
 /** Headers that ask for a protocol switch; dropped when a declined upgrade is served as plain HTTP/1.1. */
 const UPGRADE_HEADERS = new Set(["upgrade", "connection", "http2-settings"]);
 
@@ -93,6 +112,7 @@ export class DualProtocolListener {
       else {
         this.limitRequestTime(stream);
         this.limitStalledAnswer(stream);
+        stopUploadAfterAnswer(stream);
       }
     });
     this.tcp = net.createServer((socket) => {
