@@ -66,6 +66,9 @@ function auditView(endpoint: StoredEndpoint): AuditFields["data"] {
  * Managing webhook endpoints: every change is checked (the SSRF guard on URLs)
  * and written together with its audit entry in one transaction.
  */
+/** What a 410 did to its endpoint: disabled it, found it disabled already, or found it changed since the attempt. */
+export type GoneOutcome = "disabled" | "already-disabled" | "changed";
+
 export class WebhookEndpoints {
   private readonly createTx;
   private readonly updateTx;
@@ -108,9 +111,14 @@ export class WebhookEndpoints {
       entry(tenant, actor, action, updated, { before: auditView(current), after: auditView(updated) });
       return updated;
     });
-    this.disableTx = db.transaction((tenant: Tenant, id: string): boolean => {
-      if (this.endpoints.get(tenant, id)?.status !== "enabled") return false;
-      return this.updateTx(tenant, "system", id, { status: "disabled" }) !== undefined;
+    this.disableTx = db.transaction((tenant: Tenant, attempted: StoredEndpoint): GoneOutcome => {
+      const current = this.endpoints.get(tenant, attempted.id);
+      if (current?.status !== "enabled") return "already-disabled";
+      // Changed since the attempt read it (moved to another URL, re-enabled, its secret rotated): the 410 may
+      // speak for an address it no longer uses, and the delivery is tried again as it is now.
+      if (current.updatedAt !== attempted.updatedAt || current.url !== attempted.url) return "changed";
+      this.updateTx(tenant, "system", attempted.id, { status: "disabled" });
+      return "disabled";
     });
     this.deleteTx = db.transaction((tenant: Tenant, actor: AuditActor, id: string): boolean => {
       const current = this.endpoints.get(tenant, id);
@@ -178,12 +186,12 @@ export class WebhookEndpoints {
   }
 
   /**
-   * Stops deliveries to an endpoint that answered 410 Gone. False when it was
-   * already disabled: several deliveries in flight can get their 410 at once,
-   * and only the first disables it (and is audited).
+   * Stops deliveries to an endpoint that answered 410 Gone, as `attempted` (the endpoint as the delivery read
+   * it) was. Several deliveries in flight can get their 410 at once: only the first disables it (and is
+   * audited). An endpoint changed since is left as it is.
    */
-  disableGone(tenant: Tenant, id: string): boolean {
-    return this.disableTx.immediate(tenant, id);
+  disableGone(tenant: Tenant, attempted: StoredEndpoint): GoneOutcome {
+    return this.disableTx.immediate(tenant, attempted);
   }
 
   /** http endpoints need a URL the SSRF guard accepts (resolved now; checked again on every connection); websocket ones have none. */

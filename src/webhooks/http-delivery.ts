@@ -80,11 +80,12 @@ export function registerHttpDelivery(deps: HttpDeliveryDeps): void {
         return { kind: "retry", at: step.at, error: observed };
       case "dead-letter":
         return { kind: "dead", error: `${step.reason}: ${step.detail}` };
-      case "disable-endpoint":
-        if (deps.endpoints.disableGone(task.tenant, endpoint.id)) {
-          deps.logger.log("warn", "webhook endpoint answered 410 Gone and was disabled", { endpointId: endpoint.id });
-        }
+      case "disable-endpoint": {
+        const gone = deps.endpoints.disableGone(task.tenant, endpoint);
+        if (gone === "changed") return { kind: "retry", at: clock.now(), error: `HTTP 410 from ${endpoint.url}, before the endpoint was changed` };
+        if (gone === "disabled") deps.logger.log("warn", "webhook endpoint answered 410 Gone and was disabled", { endpointId: endpoint.id });
         return { kind: "dead", error: "HTTP 410: the endpoint is gone and was disabled" };
+      }
     }
   });
 }

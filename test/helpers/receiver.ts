@@ -11,6 +11,8 @@ export interface ReceivedRequest {
 export interface Reply {
   status: number;
   headers?: Record<string, string>;
+  /** Runs once the request is in, before it is answered: a change made while a delivery is in flight. */
+  beforeReplying?: () => Promise<unknown>;
 }
 
 /** A real HTTP receiver on 127.0.0.1 that records every request and answers as told. */
@@ -31,8 +33,10 @@ export async function startReceiver(): Promise<Receiver> {
     req.on("end", () => {
       requests.push({ method: req.method ?? "", path: req.url ?? "", headers: req.headers, body: Buffer.concat(chunks).toString("utf8") });
       const reply = replies.shift() ?? { status: 200 };
-      res.writeHead(reply.status, reply.headers);
-      res.end();
+      void (reply.beforeReplying?.() ?? Promise.resolve()).then(() => {
+        res.writeHead(reply.status, reply.headers);
+        res.end();
+      });
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));

@@ -357,6 +357,22 @@ describe("HTTP delivery", () => {
     expect(entries).toEqual([expect.objectContaining({ subject: endpoint.id, actor: "system" })]);
   });
 
+  it("does not disable an endpoint moved to another URL while a delivery to its old one was getting its 410: the delivery goes to the new URL", async () => {
+    const { keys } = server.createAccount();
+    const { endpoint } = await createEndpoint(keys.test.secret, { url: receiver.url, events: ["decision.allow"] });
+    const path = `/api/v1/webhooks/endpoints/${endpoint.id}`;
+    receiver.requests.length = 0;
+    // The old receiver is being retired: it answers 410, and meanwhile the endpoint is pointed at its successor.
+    receiver.replies.push({ status: 410, beforeReplying: () => api(keys.test.secret, "PATCH", path, { url: `${receiver.url}/new` }) });
+    await decide(keys.test.secret, false);
+    await drain();
+    expect(receiver.requests.map((r) => r.path)).toEqual(["/hooks", "/hooks/new"]);
+    expect(receiver.requests[1]?.body).toBe(receiver.requests[0]?.body);
+    expect((await api(keys.test.secret, "GET", path)).json.data).toMatchObject({ url: `${receiver.url}/new`, status: "enabled" });
+    expect((await api(keys.test.secret, "GET", "/api/v1/dead-letters")).json.data.count).toBe(0);
+    expect((await api(keys.test.secret, "GET", "/api/v1/audit-logs?action=webhook.disabled")).json.data.entries).toEqual([]);
+  });
+
   it("dead-letters at once an answer that will never change (400), and signs retries with a rotated secret", async () => {
     const { keys } = server.createAccount();
     const { endpoint, secret } = await createEndpoint(keys.test.secret, { url: receiver.url, events: ["decision.allow"] });
