@@ -56,7 +56,9 @@ class RecentWindow {
 
   counters(): ComponentCounters {
     const sorted = Array.from(this.latencies.subarray(0, this.size)).sort((a, b) => a - b);
-    const at = (q: number) => (sorted.length === 0 ? 0 : (sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0));
+    // Nearest rank: the smallest latency at least q of the window's calls took no longer than (of two calls, the
+    // faster is the median, and p99 of 100 is the 99th, not the slowest).
+    const at = (q: number) => (sorted.length === 0 ? 0 : (sorted[Math.max(0, Math.ceil(q * sorted.length) - 1)] ?? 0));
     let recentFailures = 0;
     for (let i = 0; i < this.size; i++) recentFailures += this.failed[i] ?? 0;
     return {
