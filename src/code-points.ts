@@ -9,3 +9,13 @@ export function codePoints(text: string): number {
   }
   return count;
 }
+
+/**
+ * A lone UTF-16 surrogate (a well-formed pair does not match): JSON can write one (`"\ud800"`), UTF-8, and so
+ * protobuf's binary form, cannot.
+ */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+export function hasLoneSurrogate(text: string): boolean {
+  return LONE_SURROGATE.test(text);
+}

@@ -116,8 +116,18 @@ describe("bad input gets a precise 4xx, never a 500", () => {
       expect(body.error.code).toBe("VALIDATION_ERROR");
       expect(body.error.message).toMatch(/UTF-?8/i);
     }
+    // Inside metadata too, whose strings and keys are the service's to check (protobuf JSON takes any there).
+    for (const [payload, field] of [
+      ['{"userId":"u","action":"login","metadata":{"a":"\\ud800"}}', "metadata.a"],
+      ['{"userId":"u","action":"login","metadata":{"\\udc00k":1}}', "metadata"],
+    ]) {
+      const { status, body } = await post("/api/v1/decide", payload as string);
+      expect(status, payload).toBe(400);
+      expect(body.error.details.fieldViolations).toEqual([{ field, description: expect.stringMatching(/lone UTF-16 surrogate/) }]);
+    }
     // A surrogate pair is a character like any other.
     expect((await post("/api/v1/decide", '{"userId":"\\ud83d\\ude00","action":"login"}')).status).toBe(200);
+    expect((await post("/api/v1/decide", '{"userId":"u","action":"login","metadata":{"\\ud83d\\ude00":"\\ud83d\\ude00"}}')).status).toBe(200);
   });
 
   it("refuses a JSON array or scalar where an object belongs", async () => {

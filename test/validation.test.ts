@@ -29,6 +29,14 @@ describe("validateMessage", () => {
     expect(validateMessage(DecideRequestSchema, message)).toEqual([{ field: "metadata.cart", description: "has a key longer than 1024 characters" }]);
   });
 
+  it("refuses a lone UTF-16 surrogate in metadata's strings and keys, which JSON can write and UTF-8 cannot", () => {
+    const message = create(DecideRequestSchema, { userId: "u", action: "login", metadata: { a: "\ud800", cart: { "\udc00k": 1 }, ok: "pair \ud83d\ude00" } });
+    expect(validateMessage(DecideRequestSchema, message)).toEqual([
+      { field: "metadata.a", description: "must be valid Unicode text: it holds a lone UTF-16 surrogate" },
+      { field: "metadata.cart", description: "has a key that is not valid Unicode text: it holds a lone UTF-16 surrogate" },
+    ]);
+  });
+
   it("refuses timestamps that RFC 3339 cannot write, which binary protobuf can carry", () => {
     const entries = [
       { value: "a", expiresAt: { seconds: 253_402_300_799n, nanos: 999_999_999 } },

@@ -1,4 +1,5 @@
 import { create, ScalarType, type DescField, type DescMessage, type JsonObject, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
+import { hasLoneSurrogate } from "../code-points.js";
 import { EXACT_INTEGER_RANGES, fieldsByJsonName } from "./json-shape.js";
 
 /**
@@ -80,23 +81,21 @@ function decodeMessageValue(schema: DescMessage, value: JsonValue): unknown {
  * assignment hits the prototype setter instead and drops it).
  */
 function plainStruct(value: JsonValue): boolean {
-  if (typeof value === "string") return !LONE_SURROGATE.test(value);
+  if (typeof value === "string") return !hasLoneSurrogate(value);
   if (typeof value === "number") return Number.isFinite(value);
   if (typeof value !== "object" || value === null) return true;
   if (Array.isArray(value)) return value.every(plainStruct);
   if (Object.hasOwn(value, "__proto__")) return false;
-  for (const key in value) if (LONE_SURROGATE.test(key) || !plainStruct(value[key] as JsonValue)) return false;
+  for (const key in value) if (hasLoneSurrogate(key) || !plainStruct(value[key] as JsonValue)) return false;
   return true;
 }
-
-/** A lone UTF-16 surrogate, which fromJson refuses as invalid UTF-8 (a well-formed pair does not match). */
-const LONE_SURROGATE = /\p{Cs}/u;
 
 /** A scalar in its plain JSON form, or undefined for any other form (which fromJson decides on). */
 function plainScalar(scalar: ScalarType, value: JsonValue): string | number | boolean | undefined {
   switch (scalar) {
     case ScalarType.STRING:
-      return typeof value === "string" && !LONE_SURROGATE.test(value) ? value : undefined;
+      // A lone surrogate: fromJson refuses it as invalid UTF-8.
+      return typeof value === "string" && !hasLoneSurrogate(value) ? value : undefined;
     case ScalarType.BOOL:
       return typeof value === "boolean" ? value : undefined;
     case ScalarType.DOUBLE:

@@ -6,7 +6,7 @@ import { file_fraud_v1_value_sets } from "../../gen/fraud/v1/value_sets_pb.js";
 import type { FieldViolation } from "../../gen/fraud/v1/errors_pb.js";
 import type { ConnectError } from "@connectrpc/connect";
 import { apiError } from "./errors.js";
-import { codePoints } from "../code-points.js";
+import { codePoints, hasLoneSurrogate } from "../code-points.js";
 
 /**
  * Input validation driven by the `(fraud.v1.validate)` and
@@ -162,6 +162,9 @@ function structValues(value: JsonValue, parent: string, key: string, index: numb
   } else if (typeof value === "string") {
     if (codePointLength(value, MAX_STRUCT_STRING) > MAX_STRUCT_STRING) {
       out.push({ field: pathOf(parent, key, index), description: `must be at most ${MAX_STRUCT_STRING} characters` });
+    } else if (hasLoneSurrogate(value)) {
+      // Stored as sent, it would read back as U+FFFD over the binary protocols, and two keys as one.
+      out.push({ field: pathOf(parent, key, index), description: "must be valid Unicode text: it holds a lone UTF-16 surrogate" });
     }
   } else if (value !== null && typeof value === "object" && depth > MAX_STRUCT_DEPTH) {
     out.push({ field: pathOf(parent, key, index), description: `is nested deeper than ${MAX_STRUCT_DEPTH} levels` });
@@ -178,6 +181,8 @@ function structValues(value: JsonValue, parent: string, key: string, index: numb
       // Keys are strings rules read too; named by their parent, since the key itself may be the long part.
       if (codePointLength(child, MAX_STRUCT_STRING) > MAX_STRUCT_STRING) {
         out.push({ field: pathOf(parent, key, index), description: `has a key longer than ${MAX_STRUCT_STRING} characters` });
+      } else if (hasLoneSurrogate(child)) {
+        out.push({ field: pathOf(parent, key, index), description: "has a key that is not valid Unicode text: it holds a lone UTF-16 surrogate" });
       } else {
         structValues(value[child] as JsonValue, prefix, child, -1, out, depth + 1);
       }
