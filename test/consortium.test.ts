@@ -133,6 +133,13 @@ describe("consortium sharing between two installations", () => {
     const fromOther = await post<{ data: { accepted: number; duplicate: boolean } }>(hub, otherSender, path, signed);
     expect(fromOther.body.data).toEqual({ accepted: 1, duplicate: false });
 
+    // One indicator listed again in one batch is one report, not one per listing.
+    const repeatedHash = hashIndicator(CONSORTIUM_KEY, "device", "dev_listed_twenty_times");
+    const repeated = { batchId: "cb_manualbatch000000000010", signedAt, indicators: Array.from({ length: 20 }, () => ({ type: "device" as const, hash: repeatedHash })) };
+    const once = await post<{ data: { accepted: number; duplicate: boolean } }>(hub, memberToken, path, { ...repeated, signature: signBatch(CONSORTIUM_KEY, repeated) });
+    expect(once.body.data).toEqual({ accepted: 1, duplicate: false });
+    expect(hub.app.db.prepare("SELECT reports FROM consortium_indicators WHERE hash = ?").get(repeatedHash)).toEqual({ reports: 1 });
+
     type ErrorBody = { error: { code: string } };
     const forged = await post<ErrorBody>(hub, memberToken, path, { ...signed, batchId: "cb_manualbatch000000000002", signature: signBatch("a key that is not the consortium's", batch) });
     expect(forged).toMatchObject({ status: 401, body: { error: { code: "UNAUTHORIZED" } } });

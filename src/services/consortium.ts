@@ -31,8 +31,10 @@ export function createConsortiumService(deps: { consortium: ConsortiumRepository
       const verification = verifyBatch(settings.key, batch, request.signature, now);
       if (verification === "signature_mismatch") throw apiError("UNAUTHORIZED", "the batch signature does not verify with this consortium's key");
       if (verification === "outside_tolerance") throw apiError("UNAUTHORIZED", `the batch was signed more than ${SIGNATURE_TOLERANCE_SECONDS} seconds from this server's clock`);
-      const stored = deps.consortium.storeBatch(tenant, request.batchId, indicators, now);
-      return { accepted: stored ? indicators.length : 0, duplicate: !stored };
+      // An indicator listed twice in one batch is one report: repeated, one sender would look like many.
+      const distinct = [...new Map(indicators.map((indicator) => [indicator.hash, indicator])).values()];
+      const stored = deps.consortium.storeBatch(tenant, request.batchId, distinct, now);
+      return { accepted: stored ? distinct.length : 0, duplicate: !stored };
     },
   };
 }

@@ -94,7 +94,7 @@ export const SubmitIndicatorsRequestSchema: GenMessage<SubmitIndicatorsRequest> 
  */
 export type SubmitIndicatorsResponse = Message<"fraud.v1.SubmitIndicatorsResponse"> & {
   /**
-   * Indicators stored or counted again.
+   * Distinct indicators stored or counted again (one listed twice in the batch counts once).
    *
    * @generated from field: int32 accepted = 1;
    */
