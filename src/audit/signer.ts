@@ -41,7 +41,7 @@ export class AuditSigner {
       const { privateKey } = generateKeyPairSync("ed25519");
       const pem = privateKey.export({ type: "pkcs8", format: "pem" });
       const temporary = `${file}.${process.pid}.tmp`;
-      fs.writeFileSync(temporary, pem, { mode: 0o600 });
+      writeDurably(temporary, pem);
       try {
         fs.linkSync(temporary, file);
       } catch (error) {
@@ -49,6 +49,9 @@ export class AuditSigner {
       } finally {
         fs.unlinkSync(temporary);
       }
+      // The key's name on disk before the first entry it signs is: after a power loss, a log whose key is
+      // gone can no longer be verified, nor continued.
+      syncDirectory(dataDir);
     }
     return AuditSigner.load(dataDir);
   }
@@ -113,5 +116,25 @@ function assertPrivateFile(file: string): void {
   const mode = fs.statSync(file).mode & 0o777;
   if ((mode & 0o077) !== 0) {
     throw new Error(`${file} is readable by other users (mode ${mode.toString(8)}); run chmod 600 on it`);
+  }
+}
+
+/** Writes a new file for its owner only, on disk (fsync) before it returns. */
+function writeDurably(file: string, content: string | Uint8Array): void {
+  const fd = fs.openSync(file, "wx", 0o600);
+  try {
+    fs.writeFileSync(fd, content);
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function syncDirectory(dir: string): void {
+  const fd = fs.openSync(dir, "r");
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
   }
 }
