@@ -419,6 +419,12 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     for (const authorization of [`Bearer ${secret}`, "Bearer a-proxy-token", "Basic dXNlcjpwYXNz"]) {
       expect((await cases({ "x-api-key": secret, authorization })).status, authorization).toBe(200);
     }
+    // X-API-Key sent twice (a proxy adding its own, a header set in two places): said so, even with the same key twice.
+    for (const second of [secret, other]) {
+      const twice = await fetch(`${server.url}/api/v1/cases`, { headers: [["x-api-key", secret], ["x-api-key", second]] });
+      expect(twice.status).toBe(401);
+      expect(((await twice.json()) as ErrorBody).error.message).toBe("X-API-Key carries more than one value (was the header sent twice?); send one key");
+    }
   });
 
   it("validates id prefixes in paths", async () => {

@@ -102,6 +102,8 @@ export function presentedKey(header: Headers): PresentedKey {
   const authorization = withoutOws(header.get("authorization"));
   const bearer = authorization ? /^Bearer[ \t]+([!-~]+)$/i.exec(authorization)?.[1] : undefined;
   if (apiKey) {
+    // A header sent twice reaches here as its values joined by commas, which no key holds.
+    if (apiKey.includes(",")) return { kind: "conflicting", message: "X-API-Key carries more than one value (was the header sent twice?); send one key" };
     if (bearer !== undefined && bearer !== apiKey && parseKeyShape(bearer) !== undefined) {
       return { kind: "conflicting", message: "X-API-Key and Authorization: Bearer carry two different API keys; send one" };
     }
