@@ -79,7 +79,7 @@ import { DataDirectoryLock } from "../store/data-dir-lock.js";
 import { ClientIpResolver } from "./client-ip.js";
 import { Dispatcher } from "./dispatcher.js";
 import { RestGateway } from "./gateway.js";
-import { DualProtocolListener } from "./listener.js";
+import { DualProtocolListener, type ConnectionTimeouts } from "./listener.js";
 import { strictUtf8 } from "./request-body.js";
 import { HistoryRepository } from "../store/history.js";
 import { DecisionsInFlight } from "../decisions/in-flight.js";
@@ -96,6 +96,8 @@ export interface AppOptions {
   storeLatencyMs?: number;
   /** For tests: how often event-stream connections are pinged (stream.ts HEARTBEAT_MS otherwise). */
   streamHeartbeatMs?: number;
+  /** For tests: how long a client may take to send a request (listener.ts's defaults otherwise). */
+  connectionTimeouts?: ConnectionTimeouts;
 }
 
 /** A built, not yet listening, service. Tests build one on port 0. */
@@ -322,8 +324,9 @@ function assembleApp(options: AppOptions & { logger: Logger }, lock: DataDirecto
       };
     },
   });
-  const listener = new DualProtocolListener(dispatcher.listener);
+  const listener = new DualProtocolListener(dispatcher.listener, options.connectionTimeouts);
   listener.onUpgrade(dispatcher.observedUpgrades(eventStream.handleUpgrade));
+  listener.onClientError(dispatcher.refuseUnreadableRequest);
   // Expired analyze state and idempotency answers are pruned in the background.
   const maintenance = setInterval(() => {
     const now = clock.now();

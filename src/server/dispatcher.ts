@@ -1,5 +1,6 @@
 import type http from "node:http";
 import type http2 from "node:http2";
+import type net from "node:net";
 import type { Duplex } from "node:stream";
 import { Code, ConnectError, createContextValues, type ConnectRouter } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
@@ -18,8 +19,9 @@ import type { ComponentName, Metrics } from "../observability/metrics.js";
 import type { ClientIpResolver } from "./client-ip.js";
 import { asClientFault } from "./library-refusal.js";
 import { allowCrossOriginAnswer, allowsCrossOrigin, answerPreflight, preflightMethod } from "./cors.js";
-import type { RestGateway } from "./gateway.js";
+import { errorAnswer, rawErrorAnswer, type RestGateway } from "./gateway.js";
 import { requestUrl } from "./request-url.js";
+import { REQUEST_TIMEOUT_ANSWER, unreadableRequest } from "./unreadable-request.js";
 import { encodeGrpcMessage, type GrpcUnaryPath } from "./grpc-unary.js";
 import type { UpgradeHandler, UpgradeOutcome } from "./listener.js";
 import { EVENT_STREAM_PATH, plainRequestRefusal } from "../webhooks/stream.js";
@@ -55,6 +57,8 @@ export class Dispatcher {
   private readonly rpcHandlers = new Map<string, UniversalHandler>();
   /** HTTP/1.1 requests received and not yet answered, per connection (pipelining). */
   private readonly pendingOnSocket = new WeakMap<object, number>();
+  /** The last request Node read the headers of, per HTTP/1.1 connection: the one whose body it may fail to read. */
+  private readonly lastCallOnSocket = new WeakMap<object, { req: NodeRequest; res: NodeResponse; context: CallContext }>();
   /** Responses not closed yet, with their HTTP/1.1 connections: what draining waits for, and asks to end. */
   private readonly inFlight = new Map<NodeResponse, { end(): void } | undefined>();
   private draining = false;
@@ -104,7 +108,8 @@ export class Dispatcher {
     const url = requestUrl(req.url) ?? new URL("http://localhost/");
     const pathname = url.pathname;
     const rpc = this.rpcHandlers.get(pathname);
-    const context = this.newCall(req, rpc ? rpcProtocol(req.headers["content-type"]) : "rest");
+    const context = this.newCall(req.socket?.remoteAddress, req.headers["x-forwarded-for"], rpc ? rpcProtocol(req.headers["content-type"]) : "rest");
+    if (connection) this.lastCallOnSocket.set(connection, { req, res, context });
     let route = pathname;
     let component: ComponentName | undefined;
     /** The call's gRPC status, read when the response closes (which can come before the await that wrote it returns). */
@@ -127,7 +132,13 @@ export class Dispatcher {
     res.setHeader(REQUEST_ID_HEADER, context.requestId);
 
     try {
-      if (DIAGNOSTIC_PATHS.has(pathname) && req.method !== "GET" && req.method !== "HEAD") {
+      if (connection && req.httpVersion === "1.1" && req.headers.host === undefined) {
+        // Which host the client meant cannot be told (RFC 9112, 3.2: a server answers 400); Node's own check,
+        // which answers a bare 400, is off so that this one answers as every refusal does (listener.ts).
+        route = "unmatched";
+        res.setHeader("connection", "close");
+        this.gateway.writeError(res, context, apiError("VALIDATION_ERROR", "an HTTP/1.1 request must carry a Host header"));
+      } else if (DIAGNOSTIC_PATHS.has(pathname) && req.method !== "GET" && req.method !== "HEAD") {
         res.setHeader("allow", "GET, HEAD");
         this.gateway.writeError(res, context, apiError("METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${pathname}; use GET`));
       } else if (pathname === "/api/metrics") {
@@ -369,6 +380,43 @@ export class Dispatcher {
   }
 
   /**
+   * Answers what Node's HTTP/1.1 server could not take as a request (listener.ts onClientError) as the REST
+   * API answers any refused call: the error envelope with its request id and fraud-error-code, and the
+   * connection closes. It is logged and counted as a call, a client error, under the route "unmatched".
+   * Node fails some requests after it has read their headers, on their body (a chunk size that is no
+   * number): such a request is a call already, answered so under its own route. When an earlier request on
+   * the connection still waits for its answer, nothing is written (the client would read it as that answer).
+   * A request not whole in time is answered 408 as Node answers it.
+   */
+  readonly refuseUnreadableRequest = (error: NodeJS.ErrnoException, socket: net.Socket): void => {
+    const pending = this.pendingOnSocket.get(socket) ?? 0;
+    const last = this.lastCallOnSocket.get(socket);
+    const beingRead = pending === 1 && last !== undefined && !last.req.complete && !last.res.headersSent ? last : undefined;
+    if (pending > 0 && beingRead === undefined) {
+      socket.destroy();
+      return;
+    }
+    if (error.code === "ERR_HTTP_REQUEST_TIMEOUT") {
+      socket.end(REQUEST_TIMEOUT_ANSWER, () => socket.destroy());
+      return;
+    }
+    const refusal = unreadableRequest(error.code);
+    if (beingRead) {
+      // Node closes the connection once this answer is written (Connection: close): its parser is done with it.
+      beingRead.res.setHeader("connection", "close");
+      this.gateway.writeError(beingRead.res, beingRead.context, refusal.error);
+      return;
+    }
+    const context = this.newCall(socket.remoteAddress, undefined, "rest");
+    context.error = refusal.error;
+    const answer = errorAnswer(context, refusal.error);
+    const status = refusal.status ?? answer.status;
+    // Destroyed once written: what else the client sends is no request Node can read.
+    socket.end(rawErrorAnswer({ ...answer, status }), () => socket.destroy());
+    this.record(context, "unmatched", undefined, status, answer.code, false, true);
+  };
+
+  /**
    * Ends an HTTP/1.1 answer's connection after it: `Connection: close` if
    * not yet sent, else once it is written, unless a pipelined request behind
    * it still waits for its answer (which says `Connection: close` itself,
@@ -413,7 +461,7 @@ export class Dispatcher {
    */
   observedUpgrades(handler: ObservedUpgradeHandler): UpgradeHandler {
     return (req, socket, head) => {
-      const context = this.newCall(req, "websocket");
+      const context = this.newCall(req.socket.remoteAddress, req.headers["x-forwarded-for"], "websocket");
       const outcome = handler(req, socket, head, context);
       if (outcome === undefined) return undefined;
       const route = `${req.method ?? "GET"} ${requestUrl(req.url)?.pathname ?? ""}`;
@@ -425,12 +473,12 @@ export class Dispatcher {
     };
   }
 
-  /** A call's context as it arrives: its id, its start, and the client's address. */
-  private newCall(req: NodeRequest, protocol: Protocol): CallContext {
+  /** A call's context as it arrives: its id, its start, and the client's address (its connection's, or a trusted proxy's word). */
+  private newCall(remoteAddress: string | undefined, forwardedFor: string | string[] | undefined, protocol: Protocol): CallContext {
     return {
       requestId: newId("req"),
       startedAt: performance.now(),
-      clientIp: this.deps.clientIp.resolve(req.socket?.remoteAddress, req.headers["x-forwarded-for"]),
+      clientIp: this.deps.clientIp.resolve(remoteAddress, forwardedFor),
       protocol,
     };
   }

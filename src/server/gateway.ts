@@ -1,4 +1,4 @@
-import type http from "node:http";
+import http from "node:http";
 import type http2 from "node:http2";
 import {
   ScalarType,
@@ -357,9 +357,27 @@ function meta(context: CallContext): { requestId: string; latencyMs: number } {
  */
 const NO_STORE = "no-store";
 
+/** The headers of every JSON answer. */
+function jsonHeaders(text: string): Record<string, string> {
+  return { "content-type": "application/json; charset=utf-8", "content-length": String(Buffer.byteLength(text)), "cache-control": NO_STORE };
+}
+
 function writeJson(res: NodeResponse, status: number, text: string): void {
-  res.writeHead(status, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text), "cache-control": NO_STORE });
+  res.writeHead(status, jsonHeaders(text));
   res.end(text);
+}
+
+/**
+ * An error answer as the bytes written on a raw HTTP/1.1 connection no response object owns (a refused
+ * WebSocket upgrade, a request Node could not read), with `Connection: close`: the connection ends with it.
+ */
+export function rawErrorAnswer(answer: ErrorAnswer, headers: Record<string, string> = {}): string {
+  const lines = [
+    `HTTP/1.1 ${answer.status} ${http.STATUS_CODES[answer.status] ?? answer.code}`,
+    ...[...Object.entries(jsonHeaders(answer.body)), ...answer.headers, ...Object.entries(headers)].map(([name, value]) => `${name}: ${value}`),
+    "connection: close",
+  ];
+  return `${lines.join("\r\n")}\r\n\r\n${answer.body}`;
 }
 
 /**

@@ -42,6 +42,15 @@ function stopUploadAfterAnswer(stream: http2.ServerHttp2Stream): void {
   stream.once("finish", () => stopUpload(() => stream.state.localClose === 1));
 }
 
+/**
+ * Answers what Node's HTTP/1.1 server could not take as a request (its 'clientError': malformed, headers over
+ * its limit, not whole in time) on the request's connection, and ends it.
+ */
+export type ClientErrorHandler = (error: NodeJS.ErrnoException, socket: net.Socket) => void;
+
+/** Node's HTTP/1.1 client errors that say the client went away. */
+const CLIENT_GONE_ERRORS: ReadonlySet<string> = new Set(["ECONNRESET", "EPIPE", "HPE_INVALID_EOF_STATE"]);
+
 /** Headers that ask for a protocol switch; dropped when a declined upgrade is served as plain HTTP/1.1. */
 const UPGRADE_HEADERS = new Set(["upgrade", "connection", "http2-settings"]);
 
@@ -95,6 +104,9 @@ export class DualProtocolListener {
         requestTimeout: timeouts.requestMs,
         headersTimeout: timeouts.headersMs,
         connectionsCheckingInterval: timeouts.checkIntervalMs,
+        // Node would answer a request without Host itself, with a bare 400 the request listener never sees:
+        // the listener refuses it (dispatcher.ts), in the service's error envelope, logged.
+        requireHostHeader: false,
       },
       listener,
     );
@@ -163,6 +175,21 @@ export class DualProtocolListener {
       socket.unshift(Buffer.concat([Buffer.from(`${lines.join("\r\n")}\r\n\r\n`, "latin1"), head]));
       this.http1.emit("connection", socket);
       socket.resume();
+    });
+  }
+
+  /**
+   * Hands what Node's HTTP/1.1 server cannot take as a request to `handler`, instead of Node's bare status
+   * line (400, 431, 408) that no log or metric sees. A client that went away has no one left to answer: a
+   * connection reset, closed while written to, or closed in the middle of a request (HPE_INVALID_EOF_STATE:
+   * a half-close cannot be told from a close, and a request cut so is the client's leaving, 499) is
+   * destroyed. HTTP/2 has no such event: nghttp2 refuses a malformed stream itself (RST_STREAM), before any
+   * request exists.
+   */
+  onClientError(handler: ClientErrorHandler): void {
+    this.http1.on("clientError", (error: NodeJS.ErrnoException, socket: net.Socket) => {
+      if (CLIENT_GONE_ERRORS.has(error.code ?? "") || !socket.writable) socket.destroy();
+      else handler(error, socket);
     });
   }
 

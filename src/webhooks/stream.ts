@@ -1,4 +1,4 @@
-import http from "node:http";
+import type http from "node:http";
 import type { Duplex } from "node:stream";
 import { WebSocket, WebSocketServer } from "ws";
 import { ConnectError } from "@connectrpc/connect";
@@ -12,7 +12,7 @@ import type { EventPublisher } from "../events/publisher.js";
 import type { Logger } from "../log.js";
 import type { Tenant } from "../store/tenant.js";
 import type { WebhookRepository } from "../store/webhooks.js";
-import { errorAnswer } from "../server/gateway.js";
+import { errorAnswer, rawErrorAnswer } from "../server/gateway.js";
 import type { UpgradeOutcome } from "../server/listener.js";
 import { requestUrl } from "../server/request-url.js";
 import type { WebhookEvent } from "./events.js";
@@ -280,14 +280,6 @@ function handshakeProblem(req: http.IncomingMessage): StreamRefusal | undefined 
 function refuse(socket: Duplex, context: CallContext, error: ConnectError, principal?: Principal, headers: Record<string, string> = {}): UpgradeOutcome {
   context.error ??= error;
   const answer = errorAnswer(context, error);
-  const lines = [
-    `HTTP/1.1 ${answer.status} ${http.STATUS_CODES[answer.status] ?? answer.code}`,
-    "Content-Type: application/json; charset=utf-8",
-    `Content-Length: ${Buffer.byteLength(answer.body)}`,
-    "Cache-Control: no-store",
-    ...[...answer.headers, ...Object.entries(headers)].map(([name, value]) => `${name}: ${value}`),
-    "Connection: close",
-  ];
-  socket.end(`${lines.join("\r\n")}\r\n\r\n${answer.body}`);
+  socket.end(rawErrorAnswer(answer, headers));
   return { status: answer.status, code: answer.code, principal };
 }

@@ -6,6 +6,7 @@ import type { Clock } from "../../src/clock.js";
 import { createLogger, type Logger } from "../../src/log.js";
 import { buildApp, type App } from "../../src/server/app.js";
 import type { AccountKeys } from "../../src/auth/key-service.js";
+import type { ConnectionTimeouts } from "../../src/server/listener.js";
 
 export interface TestServer {
   app: App;
@@ -24,7 +25,7 @@ export function tempDir(prefix = "fraud-test-"): string {
 
 /** The real server on an ephemeral port with a real SQLite file in a temp dir. */
 export async function startTestServer(
-  options: { clock?: Clock; config?: Partial<Config>; env?: NodeJS.ProcessEnv; storeLatencyMs?: number; streamHeartbeatMs?: number } = {},
+  options: { clock?: Clock; config?: Partial<Config>; env?: NodeJS.ProcessEnv; storeLatencyMs?: number; streamHeartbeatMs?: number; connectionTimeouts?: ConnectionTimeouts } = {},
 ): Promise<TestServer> {
   const dataDir = options.config?.dataDir ?? tempDir();
   const config: Config = {
@@ -36,7 +37,14 @@ export async function startTestServer(
   };
   const logs: string[] = [];
   const logger: Logger = createLogger((line) => logs.push(line));
-  const app = buildApp({ config, clock: options.clock, logger, storeLatencyMs: options.storeLatencyMs, streamHeartbeatMs: options.streamHeartbeatMs });
+  const app = buildApp({
+    config,
+    clock: options.clock,
+    logger,
+    storeLatencyMs: options.storeLatencyMs,
+    streamHeartbeatMs: options.streamHeartbeatMs,
+    connectionTimeouts: options.connectionTimeouts,
+  });
   const address = await app.listen();
   return {
     app,

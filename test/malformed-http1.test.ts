@@ -1,0 +1,110 @@
+import net from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ConnectionTimeouts } from "../src/server/listener.js";
+import { startTestServer, type TestServer } from "./helpers/server.js";
+
+// Short timeouts, so that a request never finished is answered within the test.
+const TIMEOUTS: ConnectionTimeouts = { headersMs: 300, requestMs: 600, idleMs: 5_000, checkIntervalMs: 100 };
+
+let server: TestServer;
+let secret: string;
+
+beforeAll(async () => {
+  server = await startTestServer({ connectionTimeouts: TIMEOUTS });
+  secret = server.createAccount().keys.test.secret;
+});
+afterAll(() => server.close());
+
+/** Writes `text` on a raw connection and resolves with all that came back once the server closed it. */
+function rawHttp1(text: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(server.port, "127.0.0.1", () => socket.write(text));
+    let answer = "";
+    socket.on("data", (chunk: Buffer) => (answer += chunk.toString("latin1")));
+    socket.on("error", reject);
+    socket.on("close", () => resolve(answer));
+  });
+}
+
+interface Refusal {
+  status: number;
+  headers: Map<string, string>;
+  body: { success: boolean; error: { code: string; message: string; details: object }; meta: { requestId: string } };
+}
+
+function parseAnswer(answer: string): Refusal {
+  const [head = "", body = ""] = answer.split("\r\n\r\n", 2);
+  const [statusLine = "", ...lines] = head.split("\r\n");
+  const headers = new Map(lines.map((line) => [line.slice(0, line.indexOf(":")).toLowerCase(), line.slice(line.indexOf(":") + 1).trim()]));
+  expect(Buffer.byteLength(body)).toBe(Number(headers.get("content-length")));
+  return { status: Number(statusLine.split(" ")[1]), headers, body: JSON.parse(body) as Refusal["body"] };
+}
+
+/** The `request` log line of a request id. */
+function logLine(requestId: string): Record<string, unknown> | undefined {
+  const line = server.logs.find((l) => l.includes(requestId) && l.includes('"msg":"request"'));
+  return line === undefined ? undefined : (JSON.parse(line) as Record<string, unknown>);
+}
+
+const UNREADABLE: Array<[string, string, RegExp]> = [
+  ["two different Content-Length headers", "POST /api/v1/decide HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", /more than one Content-Length header/],
+  ["two identical Content-Length headers", "POST /api/v1/decide HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}", /more than one Content-Length header/],
+  ["Content-Length with Transfer-Encoding: chunked", "POST /api/v1/decide HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", /Transfer-Encoding together with a Content-Length/],
+  ["a folded header line", "GET /api/health HTTP/1.1\r\nHost: x\r\nX-Note: a\r\n b\r\n\r\n", /folded onto the one before/],
+  ["method FOO", "FOO /api/health HTTP/1.1\r\nHost: x\r\n\r\n", /a method that is not an HTTP method/],
+  ["a request target without a leading slash", "GET api/health HTTP/1.1\r\nHost: x\r\n\r\n", /a request target that is neither a path starting with \//],
+];
+
+describe("a request Node's HTTP/1.1 parser cannot read", () => {
+  for (const [name, request, message] of UNREADABLE) {
+    it(`is answered 400 VALIDATION_ERROR in the error envelope, with its request id, and logged: ${name}`, async () => {
+      const answer = parseAnswer(await rawHttp1(request));
+      expect(answer.status).toBe(400);
+      expect(answer.headers.get("connection")).toBe("close");
+      expect(answer.headers.get("content-type")).toBe("application/json; charset=utf-8");
+      expect(answer.headers.get("fraud-error-code")).toBe("VALIDATION_ERROR");
+      const requestId = answer.headers.get("x-request-id") ?? "";
+      expect(requestId).toMatch(/^req_/);
+      expect(answer.body).toMatchObject({ success: false, error: { code: "VALIDATION_ERROR", details: {} }, meta: { requestId } });
+      expect(answer.body.error.message).toMatch(/^malformed HTTP\/1\.1 request: /);
+      expect(answer.body.error.message).toMatch(message);
+      expect(logLine(requestId)).toMatchObject({ level: "info", route: "unmatched", protocol: "rest", status: 400, code: "VALIDATION_ERROR" });
+    });
+  }
+
+  it("answers headers or a URL over Node's limit 431 PAYLOAD_TOO_LARGE, and counts them as client errors", async () => {
+    for (const request of [`GET /api/health HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`, `GET /${"a".repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`]) {
+      const answer = parseAnswer(await rawHttp1(request));
+      expect(answer.status).toBe(431);
+      expect(answer.headers.get("fraud-error-code")).toBe("PAYLOAD_TOO_LARGE");
+      expect(answer.body.error).toMatchObject({ code: "PAYLOAD_TOO_LARGE", message: "the request line and headers exceed the limit of 16384 bytes" });
+      expect(logLine(answer.body.meta.requestId)).toMatchObject({ route: "unmatched", status: 431, code: "PAYLOAD_TOO_LARGE" });
+    }
+    const metrics = await (await fetch(`${server.url}/api/metrics`)).text();
+    expect(metrics).toMatch(/fraud_requests_total\{route="unmatched",protocol="rest",outcome="client_error",code="PAYLOAD_TOO_LARGE"\} 2\n/);
+  });
+
+  it("answers a body Node cannot read (a chunk size that is not hexadecimal) as the call it is, under its route", async () => {
+    const answer = parseAnswer(await rawHttp1(`POST /api/v1/decide HTTP/1.1\r\nHost: x\r\nX-API-Key: ${secret}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`));
+    expect(answer.status).toBe(400);
+    expect(answer.headers.get("connection")).toBe("close");
+    expect(answer.body.error).toMatchObject({ code: "VALIDATION_ERROR", message: "malformed HTTP/1.1 request: a chunk size that is not hexadecimal" });
+    await expect.poll(() => logLine(answer.body.meta.requestId)).toMatchObject({ route: "POST /api/v1/decide", status: 400, code: "VALIDATION_ERROR" });
+  });
+
+  it("refuses an HTTP/1.1 request without Host in the error envelope (Node's own check answered a bare 400)", async () => {
+    const answer = parseAnswer(await rawHttp1("GET /api/health HTTP/1.1\r\n\r\n"));
+    expect(answer.status).toBe(400);
+    expect(answer.body.error).toMatchObject({ code: "VALIDATION_ERROR", message: "an HTTP/1.1 request must carry a Host header" });
+    await expect.poll(() => logLine(answer.body.meta.requestId)).toMatchObject({ route: "unmatched", status: 400 });
+    // HTTP/1.0 has no Host header to require.
+    expect(await rawHttp1("GET /api/health/live HTTP/1.0\r\n\r\n")).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
+  it("keeps Node's 408 for a request not whole in time, its headers or its body", async () => {
+    expect(await rawHttp1("GET /api/health HTTP/1.1\r\nHost: x\r\n")).toBe("HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n");
+    expect(await rawHttp1(`POST /api/v1/decide HTTP/1.1\r\nHost: x\r\nX-API-Key: ${secret}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"u`)).toBe(
+      "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n",
+    );
+  });
+});
