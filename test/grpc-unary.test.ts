@@ -133,22 +133,23 @@ describe("unary gRPC", () => {
     expect(await (await fetch(`${server.url}/api/v1/status?public=true`)).json()).toMatchObject({ data: { status: (before as { data: { status: string } }).data.status } });
   });
 
-  it("refuses a cut-off envelope, an empty body and a second message", async () => {
+  it("refuses a request's framing faults as the client's, INVALID_ARGUMENT stating the mismatch, never UNIMPLEMENTED", async () => {
     const message = decideInput();
-    const cut = await rawCall(server.port, DECIDE_PATH, envelope(message).subarray(0, 20), { "x-api-key": keys.keys.test.secret });
-    expect(cut.trailers["grpc-status"]).toBe(String(grpc.status.INVALID_ARGUMENT));
-    expect(decodeURIComponent(cut.trailers["grpc-message"] as string)).toMatch(/incomplete envelope/);
-
-    const tiny = await rawCall(server.port, DECIDE_PATH, Buffer.from([0, 0]), { "x-api-key": keys.keys.test.secret });
-    expect(tiny.trailers["grpc-status"]).toBe(String(grpc.status.INVALID_ARGUMENT));
-
-    const empty = await rawCall(server.port, DECIDE_PATH, Buffer.alloc(0), { "x-api-key": keys.keys.test.secret });
-    expect(empty.trailers["grpc-status"]).toBe(String(grpc.status.UNIMPLEMENTED));
-    expect(decodeURIComponent(empty.trailers["grpc-message"] as string)).toMatch(/missing input message/);
-
-    const two = await rawCall(server.port, DECIDE_PATH, Buffer.concat([envelope(message), envelope(message)]), { "x-api-key": keys.keys.test.secret });
-    expect(two.trailers["grpc-status"]).toBe(String(grpc.status.UNIMPLEMENTED));
-    expect(decodeURIComponent(two.trailers["grpc-message"] as string)).toMatch(/extra input message/);
+    const key = { "x-api-key": keys.keys.test.secret };
+    const refusal = async (body: Buffer) => {
+      const answer = await rawCall(server.port, DECIDE_PATH, body, key);
+      expect(answer.trailers["grpc-status"]).toBe(String(grpc.status.INVALID_ARGUMENT));
+      expect(answer.trailers["fraud-error-code"]).toBe("VALIDATION_ERROR");
+      return decodeURIComponent(answer.trailers["grpc-message"] as string);
+    };
+    expect(await refusal(envelope(message).subarray(0, 20))).toBe(`protocol error: the request's envelope declares ${message.length} bytes but 15 followed`);
+    expect(await refusal(Buffer.from([0, 0]))).toBe("protocol error: incomplete envelope: a message's envelope takes 5 bytes, the request has 2");
+    expect(await refusal(Buffer.alloc(0))).toBe("protocol error: a unary call takes one request message; this one carried none");
+    expect(await refusal(Buffer.concat([envelope(message), envelope(message)]))).toBe("protocol error: a unary call takes one request message; this one carried 2");
+    // A length 3 bytes short of its message: no second message, a length that does not fit.
+    const short = envelope(message);
+    short.writeUInt32BE(message.length - 3, 1);
+    expect(await refusal(short)).toBe(`protocol error: the request's envelope declares ${message.length - 3} bytes but ${message.length} followed`);
   });
 
   it("stops a client that keeps sending past the size limit once it has its answer", async () => {

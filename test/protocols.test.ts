@@ -164,6 +164,54 @@ describe("one port, four protocols", () => {
     expect(status.data.components.every((component) => component.status === "operational")).toBe(true);
   });
 
+  it("refuses a unary call that carried no request message, or two, as the client's fault on every protocol, not UNIMPLEMENTED", async () => {
+    const DECIDE = "/fraud.v1.DecisionService/Decide";
+    const decide = new TextEncoder().encode(JSON.stringify({ userId: "u", action: "login" }));
+    const frame = (message: Uint8Array, flags = 0) => {
+      const bytes = new Uint8Array(5 + message.length);
+      bytes[0] = flags;
+      new DataView(bytes.buffer).setUint32(1, message.length);
+      bytes.set(message, 5);
+      return bytes;
+    };
+    const twoMessages = new Uint8Array([...frame(decide), ...frame(decide)]);
+    const none = "protocol error: a unary call takes one request message; this one carried none";
+    const several = "protocol error: a unary call takes one request message; this one carried more than one";
+    // gRPC-Web over HTTP/1.1: no message, only a trailer frame, two messages.
+    for (const [body, message] of [[new Uint8Array(0), none], [frame(new Uint8Array(0), 0x80), none], [twoMessages, several]] as const) {
+      const web = await fetch(`${server.url}${DECIDE}`, { method: "POST", headers: { "content-type": "application/grpc-web+json", "x-api-key": secret }, body });
+      const trailer = new TextDecoder().decode(new Uint8Array(await web.arrayBuffer()).subarray(5));
+      expect(trailer).toMatch(/^grpc-status: ?3\r$/m);
+      expect(trailer).toMatch(/^fraud-error-code: VALIDATION_ERROR\r$/m);
+      expect(decodeURIComponent(/^grpc-message: ?(.*)\r$/m.exec(trailer)?.[1] ?? "")).toBe(message);
+      const requestId = web.headers.get("x-request-id") ?? "";
+      await expect.poll(() => server.logs.find((line) => line.includes(requestId) && line.includes('"msg":"request"'))).toMatch(/"code":"VALIDATION_ERROR"/);
+    }
+    // gRPC-Web over HTTP/2, and gRPC with JSON messages (Connect's handler): no message.
+    const session = http2.connect(server.url);
+    try {
+      for (const contentType of ["application/grpc-web+proto", "application/grpc+json"]) {
+        const stream = session.request({ ":method": "POST", ":path": DECIDE, "content-type": contentType, te: "trailers", "x-api-key": secret });
+        stream.end();
+        const chunks: Buffer[] = [];
+        stream.on("data", (chunk: Buffer) => chunks.push(chunk));
+        const fields = await new Promise<http2.IncomingHttpHeaders>((resolve) => {
+          let headers: http2.IncomingHttpHeaders = {};
+          stream.on("response", (received) => (headers = received));
+          stream.on("trailers", (trailers) => resolve({ ...headers, ...trailers }));
+          stream.on("end", () => resolve(headers));
+        });
+        const status = fields["grpc-status"] ?? /^grpc-status: ?(\d+)\r$/m.exec(Buffer.concat(chunks).subarray(5).toString())?.[1];
+        expect(status, contentType).toBe("3");
+      }
+    } finally {
+      session.close();
+    }
+    // What is not implemented still says so: a compression the router does not take.
+    const compressed = await fetch(`${server.url}${DECIDE}`, { method: "POST", headers: { "content-type": "application/grpc-web+json", "grpc-encoding": "br", "x-api-key": secret }, body: frame(decide, 1) });
+    expect(new TextDecoder().decode(new Uint8Array(await compressed.arrayBuffer()).subarray(5))).toMatch(/^fraud-error-code: NOT_IMPLEMENTED\r$/m);
+  });
+
   it("answers a method it does not have with UNIMPLEMENTED in the caller's own protocol", async () => {
     const client = grpcClient(server.port);
     try {

@@ -191,18 +191,37 @@ function tooLarge(readMaxBytes: number): ConnectError {
   return new ConnectError(`message size is larger than configured readMaxBytes ${readMaxBytes}`, Code.ResourceExhausted);
 }
 
-/** The request's one message; the errors Connect's gRPC handler gives for the same faults. */
+/**
+ * A unary request that carried no message, or more than one: a fault of the client's framing. connect-es
+ * answers it UNIMPLEMENTED, which this service keeps for a capability not landed yet (library-refusal.ts
+ * gives its refusals these words too).
+ */
+export function messageCountError(carried: string): ConnectError {
+  return new ConnectError(`protocol error: a unary call takes one request message; this one carried ${carried}`, Code.InvalidArgument);
+}
+
+/**
+ * The request's one message; the errors Connect's gRPC handler gives for the same faults, but for the
+ * client's framing faults, which connect-es answers UNIMPLEMENTED or INTERNAL: INVALID_ARGUMENT here, each
+ * stating the mismatch.
+ */
 function decodeOne(method: DescMethodUnary, body: Buffer, readMaxBytes: number) {
-  if (body.length === 0) throw new ConnectError("protocol error: missing input message for unary method", Code.Unimplemented);
-  if (body.length < ENVELOPE_HEADER_BYTES) throw new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument);
+  if (body.length === 0) throw messageCountError("none");
+  if (body.length < ENVELOPE_HEADER_BYTES) {
+    throw new ConnectError(`protocol error: incomplete envelope: a message's envelope takes ${ENVELOPE_HEADER_BYTES} bytes, the request has ${body.length}`, Code.InvalidArgument);
+  }
   const flags = body[0] as number;
   const length = body.readUInt32BE(1);
   if (length > readMaxBytes) {
     throw new ConnectError(`message size ${length} is larger than configured readMaxBytes ${readMaxBytes}`, Code.ResourceExhausted);
   }
   const end = ENVELOPE_HEADER_BYTES + length;
-  if (body.length < end) throw new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument);
-  if (body.length > end) throw new ConnectError("protocol error: received extra input message for unary method", Code.Unimplemented);
+  if (body.length !== end) {
+    const messages = wholeEnvelopes(body);
+    if (messages > 1) throw messageCountError(String(messages));
+    // Fewer bytes than declared, or more that are no whole envelope: a length that does not fit the message.
+    throw new ConnectError(`protocol error: the request's envelope declares ${length} bytes but ${body.length - ENVELOPE_HEADER_BYTES} followed`, Code.InvalidArgument);
+  }
   // connect-es says INTERNAL here; the fault is the client's (a flag without a grpc-encoding), as for bytes that do not parse.
   if (flags & FLAG_COMPRESSED) throw new ConnectError("protocol error: the message is flagged compressed, but the call names no grpc-encoding", Code.InvalidArgument);
   try {
@@ -210,4 +229,15 @@ function decodeOne(method: DescMethodUnary, body: Buffer, readMaxBytes: number) 
   } catch (error) {
     throw new ConnectError(`parse binary: ${error instanceof Error ? error.message : String(error)}`, Code.InvalidArgument);
   }
+}
+
+/** How many envelopes `body` holds, when it is whole envelopes end to end; 0 when it is not. */
+function wholeEnvelopes(body: Buffer): number {
+  let count = 0;
+  let at = 0;
+  while (at + ENVELOPE_HEADER_BYTES <= body.length) {
+    at += ENVELOPE_HEADER_BYTES + body.readUInt32BE(at + 1);
+    count++;
+  }
+  return at === body.length ? count : 0;
 }

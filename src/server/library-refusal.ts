@@ -7,11 +7,14 @@
 // RPC's input) as `internal`: 500 over Connect, grpc-status 13 over gRPC-Web and gRPC. That is the client's
 // fault, and a client told 500 retries it (part 7: "server error, automatically retried"). Binary gRPC takes
 // the unary path, which answers INVALID_ARGUMENT itself (grpc-unary.ts); this gives the library's refusals
-// the same code.
+// the same code. So too for a unary request that carried no message, or more than one, which connect-es
+// answers `unimplemented`: this service keeps NOT_IMPLEMENTED for a capability not landed yet, and a client
+// reading it would wait for a release rather than mend its framing.
 import { Code } from "@connectrpc/connect";
 import { readAllBytes, type UniversalServerResponse } from "@connectrpc/connect/protocol";
-import { codeFromString } from "@connectrpc/connect/protocol-connect";
+import { codeFromString, codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
 import { ERROR_CODE_HEADER, errorCodeOfProtocolRefusal } from "../api/errors.js";
+import { messageCountError } from "./grpc-unary.js";
 
 /** What a client sending a content type no protocol takes is told (gRPC-Web's text mode among them). */
 function unsupportedMediaTypeMessage(streaming: boolean): string {
@@ -29,9 +32,24 @@ const TRAILER_FRAME = 0x80;
 /** A Connect error answer is small; reading one past this fails the answer instead. */
 const MAX_REFUSAL_BYTES = 64 * 1024;
 
-/** The code a library refusal is answered with: `internal` (bytes that do not decode) is the client's fault. */
-function answeredCode(code: Code): Code {
-  return code === Code.Internal ? Code.InvalidArgument : code;
+/** connect-es's refusals of a unary (or server-streaming) request's count of messages, and what it carried. */
+const MESSAGE_COUNT_REFUSAL = /^protocol error: (missing|received extra) input message for \w+ method$/;
+
+/** A refusal's code and message. */
+interface Refusal {
+  code: Code;
+  message: string;
+}
+
+/**
+ * What a library refusal is answered with: `internal` (bytes that do not decode) is the client's fault, and
+ * so is a request's count of messages, in the unary gRPC path's words. Any other `unimplemented` (a
+ * compression the router does not take) is what it says.
+ */
+function answered(refusal: Refusal): Refusal {
+  if (refusal.code === Code.Internal) return { code: Code.InvalidArgument, message: refusal.message };
+  const count = refusal.code === Code.Unimplemented ? MESSAGE_COUNT_REFUSAL.exec(refusal.message) : null;
+  return count === null ? refusal : { code: Code.InvalidArgument, message: messageCountError(count[1] === "missing" ? "none" : "more than one").rawMessage };
 }
 
 /** An answer of the library's, and the service's error code it now carries (undefined: not a refusal). */
@@ -74,22 +92,30 @@ export async function asClientFault(res: UniversalServerResponse, streaming: boo
     const inTrailer = res.trailer?.has("grpc-status") === true;
     const fields = new Headers(inTrailer ? res.trailer : res.header);
     const status = Number(fields.get("grpc-status") ?? "0");
-    const errorCode = status === 0 ? undefined : errorCodeOfProtocolRefusal(answeredCode(status));
+    const message = fields.get("grpc-message");
+    const refusal = answered({ code: status, message: message === null ? "" : decodeURIComponent(message) });
+    const errorCode = status === 0 ? undefined : errorCodeOfProtocolRefusal(refusal.code);
     if (errorCode === undefined) return { response: res };
-    if (status === Code.Internal) fields.set("grpc-status", String(Code.InvalidArgument));
+    if (refusal.code !== status) {
+      fields.set("grpc-status", String(refusal.code));
+      // Encoded as connect-es encodes the rest of its messages.
+      fields.set("grpc-message", encodeURIComponent(refusal.message));
+    }
     fields.set(ERROR_CODE_HEADER, errorCode);
     return { response: inTrailer ? { ...res, trailer: fields } : { ...res, header: fields }, code: errorCode };
   }
   if (res.status !== 200 && contentType.startsWith("application/json") && res.body !== undefined) {
     const body = await readAllBytes(res.body, MAX_REFUSAL_BYTES);
-    const error = JSON.parse(new TextDecoder().decode(body)) as { code?: unknown };
+    const error = JSON.parse(new TextDecoder().decode(body)) as { code?: unknown; message?: unknown };
     const code = typeof error.code === "string" ? codeFromString(error.code) : undefined;
-    const errorCode = code === undefined ? undefined : errorCodeOfProtocolRefusal(answeredCode(code));
-    if (code === undefined || errorCode === undefined) return { response: withBody(res, res.status, res.header, body) };
+    const refusal = code === undefined ? undefined : answered({ code, message: typeof error.message === "string" ? error.message : "" });
+    const errorCode = refusal === undefined ? undefined : errorCodeOfProtocolRefusal(refusal.code);
+    if (refusal === undefined || errorCode === undefined) return { response: withBody(res, res.status, res.header, body) };
     const header = new Headers(res.header);
     header.set(ERROR_CODE_HEADER, errorCode);
-    if (code !== Code.Internal) return { response: withBody(res, res.status, header, body), code: errorCode };
-    return { response: withBody(res, 400, header, new TextEncoder().encode(JSON.stringify({ ...error, code: "invalid_argument" }))), code: errorCode };
+    if (refusal.code === code) return { response: withBody(res, res.status, header, body), code: errorCode };
+    const rewritten = { ...error, code: codeToString(refusal.code), message: refusal.message };
+    return { response: withBody(res, codeToHttpStatus(refusal.code), header, new TextEncoder().encode(JSON.stringify(rewritten))), code: errorCode };
   }
   return { response: res };
 }
@@ -101,7 +127,7 @@ function withBody(res: UniversalServerResponse, status: number, header: Headers 
   return { ...res, status, header: headers, body: once(body) };
 }
 
-/** A gRPC-Web body whose trailer frame has a failure, with the service's error code added (and 13 said as 3), and that code. */
+/** A gRPC-Web body whose trailer frame has a failure, with the service's error code added (and a client's fault said as 3), and that code. */
 function grpcWebRefusal(body: Uint8Array): { body: Uint8Array; code?: string } {
   let at = 0;
   while (at + 5 <= body.length) {
@@ -111,10 +137,13 @@ function grpcWebRefusal(body: Uint8Array): { body: Uint8Array; code?: string } {
     if ((body[at] ?? 0) & TRAILER_FRAME) {
       const trailer = new TextDecoder().decode(body.subarray(at + 5, end));
       const status = /^grpc-status: ?(\d+)\r?$/im.exec(trailer);
-      const code = status ? answeredCode(Number(status[1])) : Code.Unknown;
-      const errorCode = status && Number(status[1]) !== 0 ? errorCodeOfProtocolRefusal(code) : undefined;
+      const message = /^grpc-message: ?(.*?)\r?$/im.exec(trailer)?.[1];
+      const refusal = answered({ code: status ? Number(status[1]) : Code.Unknown, message: message === undefined ? "" : decodeURIComponent(message) });
+      const errorCode = status && Number(status[1]) !== 0 ? errorCodeOfProtocolRefusal(refusal.code) : undefined;
       if (errorCode === undefined) return { body };
-      const rewritten = trailer.replace(/^grpc-status: ?\d+(\r?)$/im, `grpc-status: ${code}$1`);
+      let rewritten = trailer.replace(/^grpc-status: ?\d+(\r?)$/im, `grpc-status: ${refusal.code}$1`);
+      // Encoded as connect-es encodes the rest of its messages.
+      if (message !== undefined) rewritten = rewritten.replace(/^grpc-message: ?.*?(\r?)$/im, (_, cr: string) => `grpc-message: ${encodeURIComponent(refusal.message)}${cr}`);
       const bytes = new TextEncoder().encode(`${rewritten}${ERROR_CODE_HEADER}: ${errorCode}\r\n`);
       const frame = new Uint8Array(5 + bytes.length);
       frame[0] = body[at] ?? TRAILER_FRAME;
