@@ -152,6 +152,14 @@ describe("unary gRPC", () => {
     expect(await refusal(short)).toBe(`protocol error: the request's envelope declares ${message.length - 3} bytes but ${message.length} followed`);
   });
 
+  it("refuses a request message whose envelope sets a flag gRPC does not define", async () => {
+    const answer = await rawCall(server.port, DECIDE_PATH, envelope(decideInput(), 0x80), { "x-api-key": keys.keys.test.secret });
+    expect(answer.data.length).toBe(0);
+    expect(answer.trailers["grpc-status"]).toBe(String(grpc.status.INVALID_ARGUMENT));
+    expect(answer.trailers["fraud-error-code"]).toBe("VALIDATION_ERROR");
+    expect(decodeURIComponent(answer.trailers["grpc-message"] as string)).toBe("protocol error: envelope flags 0x80 are not defined for a request message");
+  });
+
   it("stops a client that keeps sending past the size limit once it has its answer", async () => {
     const session = http2.connect(`http://127.0.0.1:${server.port}`);
     const stream = session.request({ ":method": "POST", ":path": DECIDE_PATH, "content-type": "application/grpc", te: "trailers", "x-api-key": keys.keys.test.secret });

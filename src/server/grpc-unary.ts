@@ -222,6 +222,11 @@ function decodeOne(method: DescMethodUnary, body: Buffer, readMaxBytes: number) 
     // Fewer bytes than declared, or more that are no whole envelope: a length that does not fit the message.
     throw new ConnectError(`protocol error: the request's envelope declares ${length} bytes but ${body.length - ENVELOPE_HEADER_BYTES} followed`, Code.InvalidArgument);
   }
+  // Only bit 0 (compressed) is defined for a request message (gRPC's protocol; 0x80 marks gRPC-Web's trailers).
+  const undefinedFlags = flags & ~FLAG_COMPRESSED;
+  if (undefinedFlags !== 0) {
+    throw new ConnectError(`protocol error: envelope flags 0x${undefinedFlags.toString(16).padStart(2, "0")} are not defined for a request message`, Code.InvalidArgument);
+  }
   // connect-es says INTERNAL here; the fault is the client's (a flag without a grpc-encoding), as for bytes that do not parse.
   if (flags & FLAG_COMPRESSED) throw new ConnectError("protocol error: the message is flagged compressed, but the call names no grpc-encoding", Code.InvalidArgument);
   try {
