@@ -359,6 +359,28 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     }
   });
 
+  it("refuses query parameters whose percent-encoding is malformed or not UTF-8, naming them, as it refuses such a path segment", async () => {
+    const refusal = async (path: string) => {
+      const res = await fetch(`${server.url}${path}`, { headers: { "x-api-key": secret } });
+      expect(res.status, path).toBe(400);
+      return ((await res.json()) as ErrorBody).error;
+    };
+    for (const query of ["action=%ff", "action=%e2%82", "action=%zz", "action=100%", "action=ok&action=%ff"]) {
+      expect(await refusal(`/api/v1/audit-logs?${query}`), query).toMatchObject({
+        code: "VALIDATION_ERROR",
+        message: "query parameter action is not valid percent-encoding",
+        details: { fieldViolations: [{ field: "action", description: "is not valid percent-encoding" }] },
+      });
+    }
+    expect((await refusal("/api/v1/cases?limit=%ff")).message).toBe("query parameter limit is not valid percent-encoding");
+    expect((await refusal("/api/v1/cases?%ff=1")).message).toBe("query parameter %ff is not valid percent-encoding");
+    expect((await refusal("/api/v1/cases/%ff")).message).toBe("path parameter id is not valid percent-encoding");
+    // Well-formed encoding still decodes as URLSearchParams decodes it: '+' is a space, %2B a plus.
+    expect((await fetch(`${server.url}/api/v1/cases?limit=%35&offset=0`, { headers: { "x-api-key": secret } })).status).toBe(200);
+    expect((await fetch(`${server.url}/api/v1/audit-logs?action=case.updated+x%2By%C3%A9`, { headers: { "x-api-key": secret } })).status).toBe(200);
+    expect((await refusal("/api/v1/cases?lim%69t=%2B5")).details.fieldViolations).toEqual([{ field: "limit", description: "must be a whole number in decimal digits" }]);
+  });
+
   it("refuses a body in another charset or compressed with 415, naming what it got", async () => {
     const body = JSON.stringify({ userId: "u", action: "login" });
     const latin1 = await post("/api/v1/decide", body, { "content-type": "application/json; charset=latin1" });

@@ -197,14 +197,8 @@ export class RestGateway {
       throw apiError("VALIDATION_ERROR", `${route.verb} ${route.template} takes no query parameters`);
     }
     route.pathFields.forEach((field, i) => {
-      let value: string;
-      try {
-        value = decodeURIComponent(params[i] as string);
-      } catch {
-        throw apiError("VALIDATION_ERROR", `path parameter ${field.jsonName} is not valid percent-encoding`, {
-          fieldViolations: [{ field: field.jsonName, description: "is not valid percent-encoding" }],
-        });
-      }
+      const value = percentDecoded(params[i] as string);
+      if (value === undefined) throw notPercentEncoding("path", field.jsonName);
       // Path segments are text: a number field (a version) takes its value as a query parameter would.
       const converted = convertParameter(field, value, "path");
       const inBody = input[field.jsonName];
@@ -271,18 +265,59 @@ function tooLarge(limit: number): ConnectError {
   return apiError("PAYLOAD_TOO_LARGE", `request body exceeds the limit of ${limit} bytes`);
 }
 
+/**
+ * Percent-decoded text, or undefined when its percent-encoding is malformed or the bytes it encodes are not
+ * UTF-8: decodeURIComponent refuses both, where URLSearchParams puts U+FFFD in their place, which would
+ * filter on, or store, what the client never sent.
+ */
+function percentDecoded(text: string): string | undefined {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function notPercentEncoding(where: "query" | "path", name: string): ConnectError {
+  return apiError("VALIDATION_ERROR", `${where} parameter ${name} is not valid percent-encoding`, {
+    fieldViolations: [{ field: name, description: "is not valid percent-encoding" }],
+  });
+}
+
+/**
+ * The query's parameters by name, each with its values in order, split as URLSearchParams splits them ('&',
+ * then the first '='; '+' is a space) but decoded strictly (percentDecoded). A name that does not decode is
+ * named as it was sent.
+ */
+function queryParameters(search: string): Map<string, string[]> {
+  const parameters = new Map<string, string[]>();
+  for (const pair of search.slice(1).split("&")) {
+    if (pair === "") continue;
+    const equals = pair.indexOf("=");
+    const [rawName, rawValue] = equals === -1 ? [pair, ""] : [pair.slice(0, equals), pair.slice(equals + 1)];
+    const name = percentDecoded(rawName.replaceAll("+", " "));
+    if (name === undefined) throw notPercentEncoding("query", rawName);
+    const value = percentDecoded(rawValue.replaceAll("+", " "));
+    if (value === undefined) throw notPercentEncoding("query", name);
+    const values = parameters.get(name);
+    if (values) values.push(value);
+    else parameters.set(name, [value]);
+  }
+  return parameters;
+}
+
 /** Binds query parameters to request fields by JSON name, converting by field type. */
 function queryToInput(route: RestRoute, url: URL): JsonObject {
   const input: JsonObject = {};
   const fields = route.contract.method.input.fields;
-  for (const name of new Set(url.searchParams.keys())) {
+  for (const [name, raws] of queryParameters(url.search)) {
     const field = fields.find((f) => f.jsonName === name || f.name === name);
     if (!field || route.pathFields.includes(field) || field.fieldKind === "message" || field.fieldKind === "map") {
       throw apiError("VALIDATION_ERROR", `unknown query parameter ${name}`, {
         fieldViolations: [{ field: name, description: "is not a parameter of this endpoint" }],
       });
     }
-    const values = url.searchParams.getAll(name).map((raw) => convertParameter(field, raw, "query"));
+    const values = raws.map((raw) => convertParameter(field, raw, "query"));
     if (field.fieldKind !== "list" && values.length > 1) {
       // Which one was meant cannot be told (the last one silently winning hid a mistake).
       throw apiError("VALIDATION_ERROR", `query parameter ${name} is given ${values.length} times; give it once`, {
