@@ -8,6 +8,7 @@ import { CelScalar, celEnv, celFunc, celList, celMethod, listType, mapType, pars
 import { CheckError, checkCondition, literalsToDouble, subexpressions, type CheckedCondition, type Expr } from "./checker.js";
 import { charge, chargeCopy, chargeLookup, chargeText, meteredEquals, meteredIn } from "./cost.js";
 import { rewriteKeywords } from "./keywords.js";
+import { shapeProblem } from "./shape.js";
 import { codePoints } from "../code-points.js";
 import { compiledPattern } from "./patterns.js";
 import { POLICY_STATUSES, RULE_ACTIONS } from "./model.js";
@@ -205,10 +206,14 @@ function compileRule(rule: RuleDefinition, index: number): CompiledRule | Policy
 function compileCondition(
   source: string,
 ): ({ program: Program } & CheckedCondition) | { message: string; offset: number | null } {
+  // Same-length keyword replacement: parser offsets are offsets into `source`.
+  const rewritten = rewriteKeywords(source);
+  // Before parsing: what the limits refuse would cost the parser and planner more than it may.
+  const tooCostly = shapeProblem(rewritten);
+  if (tooCostly !== null) return tooCostly;
   let parsed: ReturnType<typeof parse>;
   try {
-    // Same-length keyword replacement: parser offsets are offsets into `source`.
-    parsed = parse(rewriteKeywords(source));
+    parsed = parse(rewritten);
   } catch (error) {
     const { message, offset } = describeParseError(error);
     return { message: `syntax error: ${message}`, offset };
@@ -235,7 +240,8 @@ function compileCondition(
 /** The parser throws a peggy-style error with the bare message and a location. */
 function describeParseError(error: unknown): { message: string; offset: number | null } {
   if (!(error instanceof Error)) return { message: String(error), offset: null };
-  // The recursive-descent parser runs out of stack on thousands of nested parentheses.
+  // The recursive-descent parser runs out of stack on thousands of nested parentheses; brackets are limited
+  // before it runs (shape.ts), and this guards whatever else of its grammar recurses.
   if (error instanceof RangeError) return { message: "the condition is nested too deeply", offset: null };
   const raw = "rawMessage" in error && typeof error.rawMessage === "string" ? error.rawMessage : error.message;
   const location = "location" in error ? error.location : undefined;

@@ -29,10 +29,12 @@ const DEFAULT_EXAMPLES = 5;
 export const MAX_POLICIES = 200;
 /**
  * Characters of conditions one policy may hold together, and one account and
- * environment across its policies that are not disabled. Compiling costs up
- * to about 1 µs a character on the request thread, which every account
- * shares: about 15 ms for the largest policy, and a quarter of a second for
- * the largest set, compiled again by the first decide after a restart.
+ * environment across its policies that are not disabled. Compiling runs on the
+ * request thread, which every account shares, at up to about 9 µs a character
+ * on the 2-core development machine (src/policies/shape.ts refuses the shapes
+ * that would cost more): about 0.1 s for the largest policy, and up to 2 s for
+ * the largest set, compiled again by the first decide after a restart
+ * (docs/policies.md, bench/policy-compile.ts).
  */
 export const MAX_POLICY_CONDITION_CHARACTERS = 16_384;
 export const MAX_ACCOUNT_CONDITION_CHARACTERS = 262_144;

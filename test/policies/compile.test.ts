@@ -214,6 +214,40 @@ describe("refused conditions", () => {
     expect(matches(`${list}.exists(a, a == 3) && ${list}.map(b, b * 2).exists(c, c == 18)`)).toBe(true);
   });
 
+  it("refuses, before parsing, more than 32 selections and indexes in a row, which the parser and planner pay for squared", () => {
+    const chain = (links: number) => `metadata${".a".repeat(links)}`;
+    const compiles = (condition: string) => compilePolicyUncached(policy([{ condition, action: "deny" }])).ok;
+    expect(compiles(`${chain(32)} == 1`)).toBe(true);
+    const selections = refusal(`${chain(33)} == 1`);
+    expect(selections.message).toBe("more than 32 field selections and indexes in a row (a.b.c…, a[0][1]…), the most a condition may chain");
+    expect(selections.position?.column).toBe("metadata".length + 32 * 2 + 1); // the 33rd dot
+    const indexes = refusal(`metadata${'["a"]'.repeat(33)} == 1`);
+    expect(indexes.message).toMatch(/more than 32 field selections and indexes/);
+    expect(indexes.position?.column).toBe("metadata".length + 32 * 5 + 1); // the 33rd bracket
+    expect(refusal(`metadata${'.a["b"]'.repeat(17)} == 1`).message).toMatch(/more than 32/);
+    expect(refusal(`has(${chain(33)})`).message).toMatch(/more than 32/);
+    // A group's value continues its content's chain; NOT is the operator it stands for, so it groups too.
+    expect(refusal(`(${chain(20)})${".a".repeat(13)} == 1`).message).toMatch(/more than 32/);
+    expect(refusal(`NOT (${chain(20)}.b)${".a".repeat(12)}`).message).toMatch(/more than 32/);
+    // A call's result starts a chain of its own, and operators, strings and comments end one.
+    expect(compiles(`has(${chain(32)}) && size(${chain(32)}) > 0 && ${chain(16)} == 1 + ${chain(16)}`)).toBe(true);
+    expect(compiles(`userId == '${".a".repeat(100)}' // ${".a".repeat(100)}\n && email == "${"['a']".repeat(100)}"`)).toBe(true);
+    // A stray closing bracket does not end the scan.
+    expect(refusal(`true) || ${chain(33)} == 1`).message).toMatch(/more than 32/);
+    // The chain that took a fifth of a second to parse and plan (2,000 links) is refused at its 33rd.
+    expect(refusal(`${chain(2_000)} == 1`).position?.column).toBe(73);
+  });
+
+  it("refuses, before parsing, more than 32 parentheses and brackets open at once, saying where", () => {
+    const nested = (depth: number) => `${"(".repeat(depth - 1)}[true][0]${")".repeat(depth - 1)}`;
+    expect(compilePolicyUncached(policy([{ condition: nested(32), action: "deny" }])).ok).toBe(true);
+    const error = refusal(nested(34));
+    expect(error.message).toBe("the condition is nested too deeply: more than 32 parentheses and brackets open at once");
+    expect(error.position?.column).toBe(33);
+    // Not counted inside strings.
+    expect(matches(`userId != '${"(".repeat(40)}'`)).toBe(true);
+  });
+
   it("takes matches() patterns written in the condition, valid RE2 and small", () => {
     const error = refusal("userId.matches('(')");
     expect(error.message).toMatch(/not a valid RE2 expression: .*missing closing \)/);
