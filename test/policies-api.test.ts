@@ -688,6 +688,36 @@ describe("a stored policy that no longer compiles", () => {
   });
 });
 
+describe("what a backtest counts", () => {
+  type Outcome = { evaluated: number; changed: number; matched: number; errors: number };
+  /** A new account with the given policies saved and one login decided per user id, in that order. */
+  async function accountWith(policies: Array<Record<string, unknown>>, userIds: string[]) {
+    const owner = server.createAccount("Backtester").keys.live.secret;
+    const saved: PolicyJson[] = [];
+    for (const policy of policies) saved.push((await call<PolicyJson>("POST", "/api/v1/policies", policy, owner)).body);
+    for (const userId of userIds) expect((await call("POST", "/api/v1/decide", { userId, action: "login", ip: UK_IP, ...HUMAN_DESKTOP }, owner)).status).toBe(200);
+    const window = { from: new Date(clock.now() - 3_600_000).toISOString(), to: new Date(clock.now() + 1000).toISOString() };
+    const backtest = async (path: string, body: Record<string, unknown>) => {
+      const answer = await call<{ data: Outcome }>("POST", path, { ...body, window }, owner);
+      expect(answer.status).toBe(200);
+      return answer.body.data;
+    };
+    return { saved, backtest };
+  }
+
+  it("counts the backtested policy's own rule errors, not those of the account's other policies", async () => {
+    const failing = { condition: "score / 0.0 > 1.0", action: "deny" };
+    const { backtest } = await accountWith(
+      [{ name: "Broken", status: "active", priority: 500, rules: [failing, { condition: "metadata.missing == 1", action: "deny" }, { condition: "userId in lists.nowhere", action: "deny" }] }],
+      ["e_1", "e_2", "e_3", "e_4"],
+    );
+    // The draft cannot fail; the active policy above it fails three times on every decision.
+    expect(await backtest("/api/v1/policies/backtest", { rules: [{ condition: "score >= 50", action: "deny" }] })).toMatchObject({ evaluated: 4, errors: 0 });
+    // A draft's own failing rule counts once per decision it was evaluated on.
+    expect(await backtest("/api/v1/policies/backtest", { rules: [failing, { condition: "score >= 50", action: "deny" }] })).toMatchObject({ evaluated: 4, errors: 4 });
+  });
+});
+
 describe("review rules", () => {
   it("challenge the end user and open a case whatever the score", async () => {
     await call<PolicyJson>("POST", "/api/v1/policies", { name: "Review big transfers", status: "active", priority: 200, actions: ["transfer"], rules: [{ condition: "amount > 5000", action: "review" }] });

@@ -88,7 +88,7 @@ export function runBacktest(db: Db, task: BacktestTask): BacktestOutcome {
     outcome.evaluated++;
     const own = evaluation.results.find((result) => result.policyId === task.candidate.id);
     if (own && own.matchedRule >= 0) outcome.matched++;
-    for (const result of [...evaluation.results, ...evaluation.shadowResults]) outcome.errors += result.errors.length;
+    outcome.errors += own?.errors.length ?? 0;
     if (evaluation.decision === row.decision) continue;
     outcome.changed++;
     const kind = `${row.decision}\u0000${evaluation.decision}`;
