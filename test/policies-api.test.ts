@@ -716,6 +716,23 @@ describe("what a backtest counts", () => {
     // A draft's own failing rule counts once per decision it was evaluated on.
     expect(await backtest("/api/v1/policies/backtest", { rules: [failing, { condition: "score >= 50", action: "deny" }] })).toMatchObject({ evaluated: 4, errors: 4 });
   });
+
+  it("counts a match on every decision, as live shadow results do, also where a policy above decided first", async () => {
+    const { saved, backtest } = await accountWith(
+      [
+        { name: "Review s_rev", status: "active", priority: 50, rules: [{ condition: 'userId == "s_rev"', action: "review" }] },
+        { name: "Deny s_", status: "shadow", priority: 10, rules: [{ condition: 'userId.startsWith("s_")', action: "deny" }] },
+      ],
+      ["s_rev", "s_plain", "other"],
+    );
+    const shadow = saved[1] as PolicyJson;
+    const liveMatches = (server.app.db.prepare("SELECT record FROM decisions").all() as Array<{ record: string }>)
+      .filter((row) => (JSON.parse(row.record) as { policyResults: Array<{ policyId: string; matchedRule: number }> }).policyResults.some((r) => r.policyId === shadow.id && r.matchedRule >= 0)).length;
+    expect(liveMatches).toBe(2);
+    // s_rev stays challenged by the review rule above it; only s_plain's decision changes.
+    expect(await backtest(`/api/v1/policies/${shadow.id}/backtest`, {})).toMatchObject({ evaluated: 3, changed: 1, matched: 2 });
+    expect(await backtest("/api/v1/policies/backtest", { rules: [{ condition: "true", action: "allow" }] })).toMatchObject({ evaluated: 3, matched: 3 });
+  });
 });
 
 describe("review rules", () => {

@@ -9,7 +9,7 @@ import type { StoredRequest } from "./record.js";
 
 export interface BacktestTask {
   tenant: Tenant;
-  /** The policy to replay, as active; replaces the stored policy with the same id. */
+  /** The policy to replay; replaces the stored policy with the same id. */
   candidate: PolicyDefinition;
   fromMs: number;
   toMs: number;
@@ -45,8 +45,8 @@ interface ReplayRow {
 /**
  * Replays a policy over stored decisions with the live evaluation code
  * (PolicySets.replay, evaluate without the time budget): each decision's stored score, signals and request go
- * through the account's policies with the candidate active, and the outcome
- * is compared with what was decided. Runs in a worker thread.
+ * through the account's policies, and the decision the candidate would have made, active where it stands, is
+ * compared with what was decided. Runs in a worker thread.
  */
 export function runBacktest(db: Db, task: BacktestTask): BacktestOutcome {
   const started = performance.now();
@@ -54,7 +54,10 @@ export function runBacktest(db: Db, task: BacktestTask): BacktestOutcome {
   const sets = new PolicySets(new PolicyRepository(db), new ListRepository(db), ({ policyId, name, version, errors }) =>
     outcome.skippedPolicies.push({ policyId, name, version, errors }),
   );
-  const policies = sets.forTenant(task.tenant, task.nowMs, { ...task.candidate, status: "active" });
+  // Replayed in shadow, which evaluates it on every decision whichever policy decides: what it matches and
+  // its rule errors are its own, as live shadow results say, and its shadow decision is the one it would
+  // make active where it stands (the decision's own when a policy above it decides).
+  const policies = sets.forTenant(task.tenant, task.nowMs, { ...task.candidate, status: "shadow" });
   const rows = db
     .prepare<[string, string, number, number, number], ReplayRow>(
       `SELECT d.id, d.user_id, d.decision, d.score, e.content FROM decisions d JOIN evidence e ON e.id = d.evidence_id
@@ -86,17 +89,20 @@ export function runBacktest(db: Db, task: BacktestTask): BacktestOutcome {
       signals: evidence.signals,
     });
     outcome.evaluated++;
-    const own = evaluation.results.find((result) => result.policyId === task.candidate.id);
+    // Absent when the candidate does not apply to the decision's action.
+    const at = evaluation.shadowResults.findIndex((result) => result.policyId === task.candidate.id);
+    const own = evaluation.shadowResults[at];
+    const decision = evaluation.shadowDecisions[at] ?? evaluation.decision;
     if (own && own.matchedRule >= 0) outcome.matched++;
     outcome.errors += own?.errors.length ?? 0;
-    if (evaluation.decision === row.decision) continue;
+    if (decision === row.decision) continue;
     outcome.changed++;
-    const kind = `${row.decision}\u0000${evaluation.decision}`;
+    const kind = `${row.decision}\u0000${decision}`;
     transitions.set(kind, (transitions.get(kind) ?? 0) + 1);
     const shown = examplesPerKind.get(kind) ?? 0;
     if (shown < task.maxExamples) {
       examplesPerKind.set(kind, shown + 1);
-      outcome.examples.push({ decisionId: row.id, userId: row.user_id, score: row.score, from: row.decision, to: evaluation.decision, matchedRule: own?.matchedRule ?? -1 });
+      outcome.examples.push({ decisionId: row.id, userId: row.user_id, score: row.score, from: row.decision, to: decision, matchedRule: own?.matchedRule ?? -1 });
     }
   }
   outcome.transitions = [...transitions].map(([kind, count]) => {

@@ -646,9 +646,11 @@ export const BacktestDraftPolicyResponseSchema: GenMessage<BacktestDraftPolicyRe
 
 /**
  * BacktestResult says what a policy would have changed. The policy is
- * replayed as active, together with the account's other policies, over each
- * stored decision's score, signals and request, with the same evaluation code
- * as live decisions.
+ * replayed together with the account's other policies over each stored
+ * decision's score, signals and request, with the same evaluation code as live
+ * decisions: its rules are evaluated on every decision, as a shadow policy's
+ * are, and its outcome is the decision it would make as active where its
+ * priority puts it.
  *
  * @generated from message fraud.v1.BacktestResult
  */
@@ -668,14 +670,16 @@ export type BacktestResult = Message<"fraud.v1.BacktestResult"> & {
   changed: number;
 
   /**
-   * Decisions on which the policy had a matching rule.
+   * Decisions on which the policy had a matching rule, also those an active
+   * policy above it decided.
    *
    * @generated from field: int32 matched = 3;
    */
   matched: number;
 
   /**
-   * Rule evaluations that failed (counted as not matched).
+   * Evaluations of the policy's own rules that failed (counted as not
+   * matched); other policies' errors are not counted.
    *
    * @generated from field: int32 errors = 4;
    */
