@@ -65,6 +65,19 @@ describe("the specification's condition forms", () => {
   });
 });
 
+describe("the parser's limits docs/policies.md names", () => {
+  it("takes NOT NOT only with parentheses, and a comment only with a line break after it, as @bufbuild/cel does", () => {
+    // Should the parser take these one day, the docs should stop warning of them.
+    expect(refusal("NOT NOT (score > 1)").message).toMatch(/^syntax error: found !/);
+    expect(refusal("! !(score > 1)").message).toMatch(/^syntax error: found !/);
+    expect(matches("NOT (NOT (score > 1))", { score: 2 })).toBe(true);
+    expect(refusal("score > 50 // high").message).toBe("syntax error: found / but expecting end of input");
+    expect(refusal("score > 50\n// high\n// very\n").message).toMatch(/^syntax error: /);
+    expect(matches("score > 50 // high\n", { score: 60 })).toBe(true);
+    expect(matches("score > 50 // high\nAND score < 70 // not too high\n", { score: 60 })).toBe(true);
+  });
+});
+
 describe("the documented variables", () => {
   it("reads request fields, metadata, signals and lists", () => {
     const overrides = {
