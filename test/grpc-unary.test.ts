@@ -3,7 +3,7 @@ import http from "node:http";
 import http2 from "node:http2";
 import path from "node:path";
 import Database from "../src/store/sqlite-driver.cjs";
-import { gzipSync } from "node:zlib";
+import { brotliCompressSync, gzipSync } from "node:zlib";
 import * as grpc from "@grpc/grpc-js";
 import { Code, createClient } from "@connectrpc/connect";
 import { createGrpcWebTransport } from "@connectrpc/connect-node";
@@ -234,10 +234,27 @@ describe("unary gRPC", () => {
     }
   });
 
-  it("leaves compressed requests to Connect's handler, which refuses the encoding by name", async () => {
-    const answer = await rawCall(server.port, DECIDE_PATH, envelope(gzipSync(decideInput()), 1), { "x-api-key": keys.keys.test.secret, "grpc-encoding": "gzip" });
-    expect(answer.trailers["grpc-status"]).toBe(String(grpc.status.UNIMPLEMENTED));
-    expect(decodeURIComponent(answer.trailers["grpc-message"] as string)).toMatch(/gzip/);
+  it("takes gzip and brotli requests (through Connect's handler), bounds what they expand to, and names an encoding it does not take", async () => {
+    // A client configured to compress, as grpc-go's UseCompressor and grpc-js's option do.
+    const client = grpcClient(server.port, { "grpc.default_compression_algorithm": 2 });
+    try {
+      const result = await grpcUnary(client, DecisionService, "Decide", DecideRequestSchema, DecideResponseSchema, { userId: "gzip_user", action: "login" }, { "x-api-key": keys.keys.test.secret });
+      expect(result.error).toBeNull();
+      expect(result.response?.evidenceId).toMatch(/^evi_/);
+    } finally {
+      client.close();
+    }
+    for (const [encoding, compress] of [["gzip", gzipSync], ["br", brotliCompressSync]] as const) {
+      const answer = await rawCall(server.port, DECIDE_PATH, envelope(compress(decideInput()), 1), { "x-api-key": keys.keys.test.secret, "grpc-encoding": encoding });
+      expect(answer.trailers["grpc-status"], encoding).toBe("0");
+    }
+    // 4 KB of gzip that expands past the message limit: refused as a message over it, never expanded whole.
+    const bomb = await rawCall(server.port, DECIDE_PATH, envelope(gzipSync(Buffer.alloc(4 * 1024 * 1024, 0x20)), 1), { "x-api-key": keys.keys.test.secret, "grpc-encoding": "gzip" });
+    expect(bomb.trailers["grpc-status"]).toBe(String(grpc.status.RESOURCE_EXHAUSTED));
+    expect(bomb.trailers["fraud-error-code"]).toBe("PAYLOAD_TOO_LARGE");
+    const unknown = await rawCall(server.port, DECIDE_PATH, envelope(decideInput(), 1), { "x-api-key": keys.keys.test.secret, "grpc-encoding": "snappy" });
+    expect(unknown.trailers["grpc-status"]).toBe(String(grpc.status.UNIMPLEMENTED));
+    expect(decodeURIComponent(unknown.trailers["grpc-message"] as string)).toMatch(/snappy/);
   });
 
   it("answers DEADLINE_EXCEEDED when the call outlives its grpc-timeout", async () => {

@@ -1,5 +1,6 @@
 import type { AddressInfo } from "node:net";
 import { createConnectRouter, createServiceImplSpec, type ServiceImpl, type ServiceImplSpec } from "@connectrpc/connect";
+import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
 import { CaseService as CaseRpc } from "../../gen/fraud/v1/case_pb.js";
 import { DecisionService } from "../../gen/fraud/v1/decision_pb.js";
@@ -268,7 +269,10 @@ function assembleApp(options: AppOptions & { logger: Logger }, lock: DataDirecto
     ignoreUnknownFields: false,
     textDecoder: strictUtf8,
   };
-  const router = createConnectRouter({ interceptors, jsonOptions, readMaxBytes: config.maxBodyBytes });
+  // gzip and brotli, as gRPC and Connect clients configured to compress send them (grpc-go's UseCompressor,
+  // grpc-js's default_compression_algorithm): decompressed into at most readMaxBytes, so a small bomb is refused
+  // as a message over the limit. The unary gRPC path hands compressed calls to the router.
+  const router = createConnectRouter({ interceptors, jsonOptions, readMaxBytes: config.maxBodyBytes, acceptCompression: [compressionGzip, compressionBrotli] });
   // Each service is served by the router (Connect, gRPC, gRPC-Web) and by the REST gateway, from one implementation.
   const services: ServiceImplSpec[] = [];
   const serve = <T extends DescService>(service: T, implementation: ServiceImpl<T>): void => {

@@ -2,8 +2,8 @@ import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary, type DescMessage, type DescService, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
 
 /** A @grpc/grpc-js client (the canonical gRPC implementation) over h2c to the test server. */
-export function grpcClient(port: number): grpc.Client {
-  return new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+export function grpcClient(port: number, options: grpc.ClientOptions = {}): grpc.Client {
+  return new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), options);
 }
 
 export interface GrpcResult<O> {
