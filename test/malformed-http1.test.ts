@@ -92,6 +92,23 @@ describe("a request Node's HTTP/1.1 parser cannot read", () => {
     await expect.poll(() => logLine(answer.body.meta.requestId)).toMatchObject({ route: "POST /api/v1/decide", status: 400, code: "VALIDATION_ERROR" });
   });
 
+  it("writes no second answer when a request answered before its body was in then sends a body Node cannot read", async () => {
+    // A 404 goes out before the chunked body is read; the bad chunk size after it would have drawn a 400 the
+    // client reads as the answer to its next request.
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = net.connect(server.port, "127.0.0.1", () => socket.write("POST /api/v1/no-such-endpoint HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
+      let received = "";
+      socket.on("data", (chunk: Buffer) => {
+        received += chunk.toString("latin1");
+        if (received.includes("\r\n\r\n")) setTimeout(() => socket.write('5\r\n{"use\r\nzz\r\n'), 50);
+      });
+      socket.on("error", reject);
+      socket.on("close", () => resolve(received));
+    });
+    expect(answer.match(/HTTP\/1\.1 \d{3}/g)).toEqual(["HTTP/1.1 404"]);
+    expect(server.logs.filter((line) => line.includes('"msg":"request"') && line.includes("a chunk size that is not hexadecimal"))).toEqual([]);
+  });
+
   it("refuses an HTTP/1.1 request without Host in the error envelope (Node's own check answered a bare 400)", async () => {
     const answer = parseAnswer(await rawHttp1("GET /api/health HTTP/1.1\r\n\r\n"));
     expect(answer.status).toBe(400);

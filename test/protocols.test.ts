@@ -472,6 +472,33 @@ describe("what the RPC library refuses before any of the service's code runs", (
     }
   });
 
+  it("answers a refusal of 1 KiB or more readably to a client that accepts gzip (the router compresses no answer)", async () => {
+    const longName = "a".repeat(1_100);
+    const connect = await fetch(`${server.url}/fraud.v1.DecisionService/Decide`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "connect-protocol-version": "1", "accept-encoding": "gzip", "x-api-key": secret },
+      body: JSON.stringify({ userId: "u", action: "login", [longName]: 1 }),
+    });
+    expect(connect.status).toBe(400);
+    expect(connect.headers.get("fraud-error-code")).toBe("VALIDATION_ERROR");
+    expect(((await connect.json()) as { code: string; message: string })).toMatchObject({ code: "invalid_argument", message: expect.stringContaining(longName) });
+
+    const json = new TextEncoder().encode(JSON.stringify({ userId: "u", action: "login", [longName]: 1 }));
+    const frame = new Uint8Array(5 + json.length);
+    new DataView(frame.buffer).setUint32(1, json.length);
+    frame.set(json, 5);
+    const web = await fetch(`${server.url}/fraud.v1.DecisionService/Decide`, {
+      method: "POST",
+      headers: { "content-type": "application/grpc-web+json", "grpc-accept-encoding": "gzip", "x-api-key": secret },
+      body: frame,
+    });
+    const body = new Uint8Array(await web.arrayBuffer());
+    expect(body[0]).toBe(0x80);
+    const trailer = new TextDecoder().decode(body.subarray(5));
+    expect(trailer).toMatch(/^grpc-status: ?3\r$/m);
+    expect(trailer).toMatch(/^fraud-error-code: VALIDATION_ERROR\r$/m);
+  });
+
   it("carries the service's error code on every protocol, so that a message too large is not taken for a rate limit", async () => {
     const connect = (body: string | Uint8Array, contentType = "application/json") =>
       fetch(`${server.url}/fraud.v1.DecisionService/Decide`, { method: "POST", headers: { "content-type": contentType, "connect-protocol-version": "1" }, body });

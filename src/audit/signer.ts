@@ -119,9 +119,12 @@ function assertPrivateFile(file: string): void {
   }
 }
 
-/** Writes a new file for its owner only, on disk (fsync) before it returns. */
+/**
+ * Writes a file for its owner only, on disk (fsync) before it returns. One a process of the same pid left
+ * (killed, or a power loss, between writing and unlinking it: containers reuse pids) is written over.
+ */
 function writeDurably(file: string, content: string | Uint8Array): void {
-  const fd = fs.openSync(file, "wx", 0o600);
+  const fd = fs.openSync(file, "w", 0o600);
   try {
     fs.writeFileSync(fd, content);
     fs.fsyncSync(fd);

@@ -271,8 +271,15 @@ function assembleApp(options: AppOptions & { logger: Logger }, lock: DataDirecto
   };
   // gzip and brotli, as gRPC and Connect clients configured to compress send them (grpc-go's UseCompressor,
   // grpc-js's default_compression_algorithm): decompressed into at most readMaxBytes, so a small bomb is refused
-  // as a message over the limit. The unary gRPC path hands compressed calls to the router.
-  const router = createConnectRouter({ interceptors, jsonOptions, readMaxBytes: config.maxBodyBytes, acceptCompression: [compressionGzip, compressionBrotli] });
+  // as a message over the limit. The unary gRPC path hands compressed calls to the router. Answers go
+  // uncompressed: the library's refusals are read and rewritten (library-refusal.ts), and answers are small.
+  const router = createConnectRouter({
+    interceptors,
+    jsonOptions,
+    readMaxBytes: config.maxBodyBytes,
+    acceptCompression: [compressionGzip, compressionBrotli],
+    compressMinBytes: Number.POSITIVE_INFINITY,
+  });
   // Each service is served by the router (Connect, gRPC, gRPC-Web) and by the REST gateway, from one implementation.
   const services: ServiceImplSpec[] = [];
   const serve = <T extends DescService>(service: T, implementation: ServiceImpl<T>): void => {

@@ -123,7 +123,11 @@ export class Dispatcher {
       const status = res.writableEnded ? res.statusCode : CLIENT_CLOSED_REQUEST;
       this.observe(context, route, component, status, grpcStatus());
       this.inFlight.delete(res);
-      if (connection) this.pendingOnSocket.set(connection, (this.pendingOnSocket.get(connection) ?? 1) - 1);
+      if (connection) {
+        this.pendingOnSocket.set(connection, (this.pendingOnSocket.get(connection) ?? 1) - 1);
+        // Kept while its body may still fail to parse (refuseUnreadableRequest); an idle connection holds none.
+        if (req.complete && this.lastCallOnSocket.get(connection)?.res === res) this.lastCallOnSocket.delete(connection);
+      }
       if (this.inFlight.size === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
     });
     if (this.draining) this.closeAfterAnswer(res, connection);
@@ -384,15 +388,19 @@ export class Dispatcher {
    * API answers any refused call: the error envelope with its request id and fraud-error-code, and the
    * connection closes. It is logged and counted as a call, a client error, under the route "unmatched".
    * Node fails some requests after it has read their headers, on their body (a chunk size that is no
-   * number): such a request is a call already, answered so under its own route. When an earlier request on
-   * the connection still waits for its answer, nothing is written (the client would read it as that answer).
+   * number): such a request is a call already, answered so under its own route, unless it was answered
+   * already. When an earlier request on the connection still waits for its answer, or that request was
+   * answered before its body was in, nothing is written (the client would read it as another's answer).
    * A request not whole in time is answered 408 as Node answers it.
    */
   readonly refuseUnreadableRequest = (error: NodeJS.ErrnoException, socket: net.Socket): void => {
     const pending = this.pendingOnSocket.get(socket) ?? 0;
     const last = this.lastCallOnSocket.get(socket);
     const beingRead = pending === 1 && last !== undefined && !last.req.complete && !last.res.headersSent ? last : undefined;
-    if (pending > 0 && beingRead === undefined) {
+    // An earlier request still waits for its answer, or the request whose body failed was answered before
+    // its body was in (a refusal that did not read it): an answer now would be read as the wrong request's.
+    const answeredUnread = last !== undefined && !last.req.complete && last.res.headersSent;
+    if ((pending > 0 && beingRead === undefined) || answeredUnread) {
       socket.destroy();
       return;
     }

@@ -1,4 +1,4 @@
-import { generateKeyPairSync } from "node:crypto";
+import { createPublicKey, generateKeyPairSync } from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -34,6 +34,15 @@ describe("AuditSigner", () => {
     const second = AuditSigner.loadOrCreate(dataDir);
     expect(second.exportPublicKeyPem()).toBe(first.exportPublicKeyPem());
     expect(publicKeyFingerprint(second.publicKey)).toMatch(/^[0-9a-f]{16}$/);
+  });
+
+  it("creates the key over a temporary file an earlier process of the same pid left (killed before unlinking it)", () => {
+    const stale = path.join(dir, `${AUDIT_KEY_FILE}.${process.pid}.tmp`);
+    fs.writeFileSync(stale, "half a key", { mode: 0o600 });
+    const signer = AuditSigner.loadOrCreate(dir);
+    const stored = createPublicKey(fs.readFileSync(path.join(dir, AUDIT_KEY_FILE), "utf8"));
+    expect(stored.export({ type: "spki", format: "pem" })).toBe(signer.exportPublicKeyPem());
+    expect(fs.readdirSync(dir)).toEqual([AUDIT_KEY_FILE]);
   });
 
   it("signs hashes that verify with the exported public key only", () => {
