@@ -38,6 +38,15 @@ const MAX_REFUSAL_BYTES = 64 * 1024;
  */
 const MESSAGE_COUNT_REFUSAL = /^protocol error: (missing|received extra) input message for unary method$/;
 
+/** A grpc-message as connect-es percent-encodes it; as it stands, should one not decode. */
+function decodedGrpcMessage(encoded: string): string {
+  try {
+    return decodeURIComponent(encoded);
+  } catch {
+    return encoded;
+  }
+}
+
 /** A refusal's code and message. */
 interface Refusal {
   code: Code;
@@ -96,7 +105,7 @@ export async function asClientFault(res: UniversalServerResponse, streaming: boo
     const fields = new Headers(inTrailer ? res.trailer : res.header);
     const status = Number(fields.get("grpc-status") ?? "0");
     const message = fields.get("grpc-message");
-    const refusal = answered({ code: status, message: message === null ? "" : decodeURIComponent(message) });
+    const refusal = answered({ code: status, message: message === null ? "" : decodedGrpcMessage(message) });
     const errorCode = status === 0 ? undefined : errorCodeOfProtocolRefusal(refusal.code);
     if (errorCode === undefined) return { response: res };
     if (refusal.code !== status) {
@@ -140,13 +149,14 @@ function grpcWebRefusal(body: Uint8Array): { body: Uint8Array; code?: string } {
     if ((body[at] ?? 0) & TRAILER_FRAME) {
       const trailer = new TextDecoder().decode(body.subarray(at + 5, end));
       const status = /^grpc-status: ?(\d+)\r?$/im.exec(trailer);
-      const message = /^grpc-message: ?(.*?)\r?$/im.exec(trailer)?.[1];
-      const refusal = answered({ code: status ? Number(status[1]) : Code.Unknown, message: message === undefined ? "" : decodeURIComponent(message) });
+      const encoded = /^grpc-message: ?(.*?)\r?$/im.exec(trailer)?.[1];
+      const message = encoded === undefined ? "" : decodedGrpcMessage(encoded);
+      const refusal = answered({ code: status ? Number(status[1]) : Code.Unknown, message });
       const errorCode = status && Number(status[1]) !== 0 ? errorCodeOfProtocolRefusal(refusal.code) : undefined;
       if (errorCode === undefined) return { body };
       let rewritten = trailer.replace(/^grpc-status: ?\d+(\r?)$/im, `grpc-status: ${refusal.code}$1`);
       // Encoded as connect-es encodes the rest of its messages.
-      if (message !== undefined) rewritten = rewritten.replace(/^grpc-message: ?.*?(\r?)$/im, (_, cr: string) => `grpc-message: ${encodeURIComponent(refusal.message)}${cr}`);
+      if (refusal.message !== message) rewritten = rewritten.replace(/^grpc-message: ?.*?(\r?)$/im, (_, cr: string) => `grpc-message: ${encodeURIComponent(refusal.message)}${cr}`);
       const bytes = new TextEncoder().encode(`${rewritten}${ERROR_CODE_HEADER}: ${errorCode}\r\n`);
       const frame = new Uint8Array(5 + bytes.length);
       frame[0] = body[at] ?? TRAILER_FRAME;
