@@ -446,6 +446,7 @@ describe("what the RPC library refuses before any of the service's code runs", (
         ["gRPC-Web", "/fraud.v1.DecisionService/Decide", { "content-type": "application/grpc-web+proto" }, /grpc-status: ?8/],
         ["gRPC JSON", "/fraud.v1.DecisionService/Decide", { "content-type": "application/grpc+json", te: "trailers" }, /"grpc-status":"8"/],
         ["gRPC", "/fraud.v1.DecisionService/Decide", { "content-type": "application/grpc", te: "trailers" }, /"grpc-status":"8"/],
+        ["gRPC gzip", "/fraud.v1.DecisionService/Decide", { "content-type": "application/grpc", te: "trailers", "grpc-encoding": "gzip" }, /"grpc-status":"8"/],
         ["unknown method", "/fraud.v1.NoSuchService/Call", { "content-type": "application/grpc", te: "trailers" }, /"grpc-status":"12"/],
       ] as const) {
         const started = performance.now();
@@ -456,7 +457,11 @@ describe("what the RPC library refuses before any of the service's code runs", (
           if (!stream.destroyed && stream.writable) stream.write(Buffer.alloc(32 * 1024, 0x20));
         }, 10);
         let answer = "";
-        stream.on("response", (h) => (answer += JSON.stringify(h)));
+        let requestId = "";
+        stream.on("response", (h) => {
+          answer += JSON.stringify(h);
+          requestId = String(h["x-request-id"]);
+        });
         stream.on("trailers", (t) => (answer += JSON.stringify(t)));
         stream.on("data", (chunk: Buffer) => (answer += chunk.toString("latin1")));
         stream.on("error", () => undefined);
@@ -466,6 +471,27 @@ describe("what the RPC library refuses before any of the service's code runs", (
         expect(rstCode, name).toBe(http2.constants.NGHTTP2_NO_ERROR);
         // Well before the 30 s request timeout, which cancels (CANCEL) instead.
         expect(performance.now() - started, name).toBeLessThan(10_000);
+        // Over on the server too: logged, no longer in flight (shutdown would wait for it).
+        await expect.poll(() => server.logs.some((line) => line.includes(requestId) && line.includes('"msg":"request"')), { timeout: 3_000 }).toBe(true);
+      }
+      // A client that sent the whole of its message over the limit, and ended: what the library left unread is
+      // dropped, so the call ends on the server as soon as it is answered.
+      for (const headers of [{ "grpc-encoding": "gzip" }, { "content-type": "application/grpc+json" }]) {
+        const stream = session.request({ ":method": "POST", ":path": "/fraud.v1.DecisionService/Decide", "content-type": "application/grpc", te: "trailers", "x-api-key": secret, ...headers });
+        const declared = 1024 * 1024;
+        const head = Buffer.alloc(5);
+        head[0] = headers["grpc-encoding"] === undefined ? 0 : 1;
+        head.writeUInt32BE(declared, 1);
+        stream.end(Buffer.concat([head, Buffer.alloc(declared, 0x20)]));
+        let requestId = "";
+        let status = "";
+        stream.on("response", (h) => (requestId = String(h["x-request-id"])));
+        stream.on("trailers", (t) => (status = String(t["grpc-status"])));
+        stream.on("data", () => undefined);
+        stream.on("error", () => undefined);
+        await new Promise<void>((resolve) => stream.on("close", () => resolve()));
+        expect(status, JSON.stringify(headers)).toBe("8");
+        await expect.poll(() => server.logs.some((line) => line.includes(requestId) && line.includes('"msg":"request"')), { timeout: 3_000 }).toBe(true);
       }
     } finally {
       session.close();

@@ -26,16 +26,21 @@ export type UpgradeHandler = (req: http.IncomingMessage, socket: Duplex, head: B
 /**
  * Tells a client still sending when its whole answer has gone (a body over the limit, a refused call, an
  * unknown method) to stop, without error (RFC 9113, 8.1), instead of reading what it sends until the request
- * timeout. The compatibility layer sends an answer's trailers from its own wantTrailers listener, which runs
- * first; closing in that same turn would drop them, so the close waits one. An answer without a body (a 204,
- * headers ending the stream) asks for no trailers: it is over once the stream's end has gone (localClose).
+ * timeout; and drops what a handler left unread of a request (connect-node stops reading a message over the
+ * limit): Node ends a stream only once its request has been read to its end, so the call would otherwise
+ * stay in flight, holding shutdown, after its client had its answer. Destroying the stream does both: it
+ * resets it with NO_ERROR. The compatibility layer sends an answer's trailers from its own wantTrailers
+ * listener, which runs first; ending the stream in that same turn would drop them, so this waits one. An
+ * answer without a body (a 204, headers ending the stream) asks for no trailers: it is over once the
+ * stream's end has gone (localClose).
  */
 function stopUploadAfterAnswer(stream: http2.ServerHttp2Stream): void {
+  const unread = () => !stream.destroyed && (!stream.state.remoteClose || stream.readableLength > 0);
   const stopUpload = (answered: () => boolean) => {
-    // The usual case: the whole request was in before the answer.
-    if (stream.destroyed || stream.state.remoteClose) return;
+    // The usual case: the whole request was in, and read, before the answer.
+    if (!unread()) return;
     setImmediate(() => {
-      if (!stream.destroyed && !stream.state.remoteClose && answered()) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+      if (unread() && answered()) stream.destroy();
     });
   };
   stream.once("wantTrailers", () => stopUpload(() => true));
