@@ -50,6 +50,8 @@ const UNREADABLE: Array<[string, string, RegExp]> = [
   ["two different Content-Length headers", "POST /api/v1/decide HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", /more than one Content-Length header/],
   ["two identical Content-Length headers", "POST /api/v1/decide HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}", /more than one Content-Length header/],
   ["Content-Length with Transfer-Encoding: chunked", "POST /api/v1/decide HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", /Transfer-Encoding together with a Content-Length/],
+  // llhttp calls this one an invalid Content-Length, by its code.
+  ["Transfer-Encoding: chunked, then a Content-Length", "POST /api/v1/decide HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n", /Transfer-Encoding together with a Content-Length/],
   ["a folded header line", "GET /api/health HTTP/1.1\r\nHost: x\r\nX-Note: a\r\n b\r\n\r\n", /folded onto the one before/],
   ["method FOO", "FOO /api/health HTTP/1.1\r\nHost: x\r\n\r\n", /a method that is not an HTTP method/],
   ["a request target without a leading slash", "GET api/health HTTP/1.1\r\nHost: x\r\n\r\n", /a request target that is neither a path starting with \//],
@@ -90,6 +92,10 @@ describe("a request Node's HTTP/1.1 parser cannot read", () => {
     expect(answer.headers.get("connection")).toBe("close");
     expect(answer.body.error).toMatchObject({ code: "VALIDATION_ERROR", message: "malformed HTTP/1.1 request: a chunk size that is not hexadecimal" });
     await expect.poll(() => logLine(answer.body.meta.requestId)).toMatchObject({ route: "POST /api/v1/decide", status: 400, code: "VALIDATION_ERROR" });
+    // A fault with no words of the service's own is told in llhttp's, with its code.
+    const unterminated = parseAnswer(await rawHttp1(`POST /api/v1/decide HTTP/1.1\r\nHost: x\r\nX-API-Key: ${secret}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}XX0\r\n\r\n`));
+    expect(unterminated.status).toBe(400);
+    expect(unterminated.body.error.message).toMatch(/^malformed HTTP\/1\.1 request \(HPE_\w+: .*chunk data.*\)$/i);
   });
 
   it("writes no second answer when a request answered before its body was in then sends a body Node cannot read", async () => {

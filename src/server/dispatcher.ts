@@ -408,7 +408,7 @@ export class Dispatcher {
       socket.end(REQUEST_TIMEOUT_ANSWER, () => socket.destroy());
       return;
     }
-    const refusal = unreadableRequest(error.code);
+    const refusal = unreadableRequest(error.code, "reason" in error && typeof error.reason === "string" ? error.reason : undefined);
     if (beingRead) {
       // Node closes the connection once this answer is written (Connection: close): its parser is done with it.
       beingRead.res.setHeader("connection", "close");

@@ -35,8 +35,12 @@ export interface UnreadableRequest {
   status?: number;
 }
 
-/** The answer to a request Node's HTTP/1.1 parser refused with `code` (the error's, HPE_...). */
-export function unreadableRequest(code: string | undefined): UnreadableRequest {
+/**
+ * The answer to a request Node's HTTP/1.1 parser refused with `code` (the error's, HPE_...) and `reason`
+ * (llhttp's words for it), which tells apart faults one code covers: llhttp reports a Transfer-Encoding
+ * beside a Content-Length as an invalid Content-Length when the Transfer-Encoding comes first.
+ */
+export function unreadableRequest(code: string | undefined, reason: string | undefined): UnreadableRequest {
   if (code === "HPE_HEADER_OVERFLOW") {
     // Too large, as a body over its limit is; 431 says which part of it (RFC 6585).
     return { error: apiError("PAYLOAD_TOO_LARGE", `the request line and headers exceed the limit of ${http.maxHeaderSize} bytes`), status: 431 };
@@ -44,6 +48,8 @@ export function unreadableRequest(code: string | undefined): UnreadableRequest {
   if (code === "HPE_CHUNK_EXTENSIONS_OVERFLOW") {
     return { error: apiError("PAYLOAD_TOO_LARGE", `a chunk's extensions exceed the limit of ${MAX_CHUNK_EXTENSIONS_BYTES} bytes`) };
   }
-  const problem = code === undefined ? undefined : PROBLEMS[code];
-  return { error: apiError("VALIDATION_ERROR", problem === undefined ? `malformed HTTP/1.1 request (${code ?? "unknown fault"})` : `malformed HTTP/1.1 request: ${problem}`) };
+  const problem = reason !== undefined && /Transfer-Encoding/i.test(reason) && /Content-Length/i.test(reason) ? PROBLEMS.HPE_INVALID_TRANSFER_ENCODING : code === undefined ? undefined : PROBLEMS[code];
+  if (problem !== undefined) return { error: apiError("VALIDATION_ERROR", `malformed HTTP/1.1 request: ${problem}`) };
+  // Other faults in llhttp's own words (`Expected LF after chunk data`), with its code.
+  return { error: apiError("VALIDATION_ERROR", `malformed HTTP/1.1 request (${code ?? "unknown fault"}${reason === undefined ? "" : `: ${reason}`})`) };
 }
