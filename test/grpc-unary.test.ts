@@ -241,6 +241,10 @@ describe("unary gRPC", () => {
       const result = await grpcUnary(client, DecisionService, "Decide", DecideRequestSchema, DecideResponseSchema, { userId: "gzip_user", action: "login" }, { "x-api-key": keys.keys.test.secret });
       expect(result.error).toBeNull();
       expect(result.response?.evidenceId).toMatch(/^evi_/);
+      // Its refusals read as written: grpc-message percent-encoded as gRPC says, which grpc-js decodes.
+      const refused = await grpcUnary(client, DecisionService, "Decide", DecideRequestSchema, DecideResponseSchema, { userId: "", action: "login" }, { "x-api-key": keys.keys.test.secret });
+      expect(refused.error?.code).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(refused.error?.details).toBe("invalid request: userId is required");
     } finally {
       client.close();
     }

@@ -17,7 +17,7 @@ import { keyHint, type Logger } from "../log.js";
 import type { HealthMonitor } from "../observability/health.js";
 import type { ComponentName, Metrics } from "../observability/metrics.js";
 import type { ClientIpResolver } from "./client-ip.js";
-import { asClientFault } from "./library-refusal.js";
+import { asClientFault, withGrpcMessageEncoding } from "./library-refusal.js";
 import { allowCrossOriginAnswer, allowsCrossOrigin, answerPreflight, preflightMethod } from "./cors.js";
 import { errorAnswer, rawErrorAnswer, type RestGateway } from "./gateway.js";
 import { requestUrl } from "./request-url.js";
@@ -179,6 +179,7 @@ export class Dispatcher {
             uRes = refused.response;
             context.refusal = refused.code;
           }
+          if (context.protocol === "grpc") uRes = withGrpcMessageEncoding(uRes);
           grpcStatus = () => uRes.trailer?.get("grpc-status") ?? uRes.header?.get("grpc-status");
           // An HTTP/1.1 client still sending when its answer is ready (a message over the limit, which the library
           // stopped reading) would otherwise wait, blocked in its upload, until the request timeout: the

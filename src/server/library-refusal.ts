@@ -14,7 +14,7 @@ import { Code } from "@connectrpc/connect";
 import { readAllBytes, type UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { codeFromString, codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
 import { ERROR_CODE_HEADER, errorCodeOfProtocolRefusal } from "../api/errors.js";
-import { messageCountError } from "./grpc-unary.js";
+import { encodeGrpcMessage, messageCountError } from "./grpc-unary.js";
 
 /** What a client sending a content type no protocol takes is told (gRPC-Web's text mode among them). */
 function unsupportedMediaTypeMessage(streaming: boolean): string {
@@ -45,6 +45,39 @@ function decodedGrpcMessage(encoded: string): string {
   } catch {
     return encoded;
   }
+}
+
+/**
+ * A gRPC answer connect-node wrote (a compressed call, `grpc+json`, a stream) with its `grpc-message` encoded
+ * as the gRPC protocol says, as the unary gRPC path encodes it (encodeGrpcMessage): connect-es encodes it as
+ * a URI component, which @grpc/grpc-js, decoding it with `decodeURI`, leaves half encoded (`invalid%2C
+ * expired`). The status is in the headers of a trailers-only answer, which are written after the body's
+ * first part is read, or in the trailers, which are read once the body is done.
+ */
+export function withGrpcMessageEncoding(res: UniversalServerResponse): UniversalServerResponse {
+  const mend = (fields: Headers | undefined) => {
+    const message = fields?.get("grpc-message");
+    if (fields !== undefined && message !== null && message !== undefined) fields.set("grpc-message", encodeGrpcMessage(decodedGrpcMessage(message)));
+  };
+  const body = res.body;
+  if (body === undefined) {
+    mend(res.header);
+    mend(res.trailer);
+    return res;
+  }
+  return {
+    ...res,
+    body: (async function* () {
+      let first = true;
+      for await (const chunk of body) {
+        if (first) mend(res.header);
+        first = false;
+        yield chunk;
+      }
+      if (first) mend(res.header);
+      mend(res.trailer);
+    })(),
+  };
 }
 
 /** A refusal's code and message. */
