@@ -18,6 +18,7 @@ describe("value sets declared once in the contract", () => {
     expect(strings("fraud.v1.EventType")).toEqual([...EVENT_TYPES]);
     expect(strings("fraud.v1.PolicyStatus")).toEqual([...POLICY_STATUSES]);
     const caseStatuses = strings("fraud.v1.CaseStatus") as CaseStatus[];
+    expect(caseStatuses).toEqual(["open", "investigating", "escalated", "resolved", "dismissed"]);
     for (const status of caseStatuses) expect(allowedTransitions(status).length).toBeGreaterThan(0);
     expect(strings("fraud.v1.Action")).toEqual(["login", "signup", "trial_start", "checkout", "purchase", "transfer", "password_change", "custom"]);
   });
