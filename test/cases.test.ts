@@ -104,9 +104,15 @@ describe("cases", () => {
     const working = await updateCase(acme.keys.test.secret, caseId, { status: "investigating", assignee: "ana@acme.test", note: "card testing pattern" });
     expect(working.status).toBe(200);
     expect(working.body.data).toMatchObject({ status: "investigating", assignee: "ana@acme.test", notes: [{ text: "card testing pattern" }] });
+    // The status filter finds the case in its new status, and no longer among the open ones.
+    const ids = async (query: string) => (await listCases(acme.keys.test.secret, query)).body.data.cases.map((c) => c.id);
+    expect(await ids("?status=investigating")).toEqual([caseId]);
+    expect(await ids("?status=open")).not.toContain(caseId);
     const resolved = await updateCase(acme.keys.test.secret, caseId, { status: "resolved", note: "confirmed fraud" });
     expect(resolved.body.data.status).toBe("resolved");
     expect(resolved.body.data.notes).toHaveLength(2);
+    expect(await ids("?status=resolved")).toEqual([caseId]);
+    expect(await ids("?status=investigating")).toEqual([]);
     const invalid = await updateCase(acme.keys.test.secret, caseId, { status: "escalated" });
     expect(invalid.status).toBe(409);
     expect(invalid.body.error?.code).toBe("CONFLICT");

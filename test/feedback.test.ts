@@ -272,12 +272,17 @@ describe("POST /api/v1/feedback", () => {
       { actualOutcome: "fraud" },
       { userId: "u", actualOutcome: "stolen" },
       { userId: "u", actualOutcome: "fraud", confidence: 1.5 },
+      { userId: "u", actualOutcome: "fraud", confidence: -0.1 },
       { userId: "u", actualOutcome: "fraud", notes: "x".repeat(1001) },
     ]) {
       const { status, body: answer } = await feedback(acme.keys.test.secret, body);
       expect(status, JSON.stringify(body).slice(0, 80)).toBe(400);
       expect(answer.error.code).toBe("VALIDATION_ERROR");
     }
+    // The limits themselves are allowed: notes of exactly 1,000 characters, confidence 0.
+    const bounded = await decide(acme.keys.test.secret, { ...fraudPattern(96), userId: "at_the_limits" });
+    const atLimits = await feedback(acme.keys.test.secret, { decisionId: bounded.decisionId, actualOutcome: "legitimate", confidence: 0, notes: "x".repeat(1000) });
+    expect(atLimits.status).toBe(200);
   });
 
   it("lets a later label replace the earlier one without shifting the weights twice", async () => {

@@ -224,6 +224,36 @@ describe("rate limits over the API", () => {
     clock.advance(120_000);
   });
 
+  it("allows 30 analyzes per 60 s per IP without FRAUD_ANALYZE_RATE_LIMIT (part 8), then again once the window has passed", async () => {
+    const defaults = await startTestServer({ clock });
+    try {
+      const { keys } = defaults.createAccount();
+      const analyze = () =>
+        fetch(`${defaults.url}/api/v1/analyze`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-api-key": keys.test.publishable },
+          body: JSON.stringify({ action: "login" }),
+        });
+      for (let i = 0; i < 30; i++) {
+        const res = await analyze();
+        await res.arrayBuffer();
+        expect(res.status, `analyze ${i + 1}`).toBe(200);
+      }
+      const refused = await analyze();
+      expect(refused.status).toBe(429);
+      expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("RATE_LIMIT_EXCEEDED");
+      expect(refused.headers.get("ratelimit-policy")).toBe('"analyze";q=30;w=60');
+      expect(Number(refused.headers.get("retry-after"))).toBeLessThanOrEqual(60);
+      clock.advance(59_999);
+      expect((await analyze()).status).toBe(429);
+      clock.advance(1);
+      expect((await analyze()).status).toBe(200);
+    } finally {
+      await defaults.close();
+      clock.advance(120_000);
+    }
+  });
+
   it("limits analyze per IPv6 /64, since a host can send from any address of its prefix", async () => {
     const proxied = await startTestServer({ clock, env: { FRAUD_ANALYZE_RATE_LIMIT: "5", FRAUD_TRUSTED_PROXIES: "127.0.0.1" } });
     try {

@@ -37,6 +37,16 @@ async function post(path: string, body: string | Buffer, headers: Record<string,
 }
 
 describe("bad input gets a precise 4xx, never a 500", () => {
+  it("accepts a userId of exactly 256 characters, the limit itself", async () => {
+    const res = await fetch(`${server.url}/api/v1/decide`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": secret },
+      body: JSON.stringify({ userId: "x".repeat(256), action: "login" }),
+    });
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { success: boolean }).success).toBe(true);
+  });
+
   it("names every offending field of a decide request", async () => {
     const { status, body } = await post("/api/v1/decide", JSON.stringify({ action: "teleport", userId: "x".repeat(257), ip: "999.1.1.1", currency: "usd" }));
     expect(status).toBe(400);
