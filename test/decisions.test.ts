@@ -539,10 +539,10 @@ describe("decides sent at once", () => {
     // An address of its own: the burst above shares UK_IP.
     const body = JSON.stringify({ userId: "retried", action: "login", ip: "81.2.69.201", deviceId: "dev_retried", ...HUMAN_DESKTOP });
     const retry = () => fetch(`${burst.url}/api/v1/decide`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": key, "idempotency-key": "order-77" }, body }).then(async (res) => ((await res.json()) as DecideBody).data);
-    const retries = Promise.all(Array.from({ length: 6 }, retry));
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    // Six retries in flight at once, then a decide of the same user once they are all answered: it sees
+    // what they counted.
+    const answered = await Promise.all(Array.from({ length: 6 }, retry));
     const plain = await send({ userId: "retried", action: "login", ip: "81.2.69.201", deviceId: "dev_retried", ...HUMAN_DESKTOP });
-    const answered = await retries;
     expect(new Set(answered.map((answer) => answer.evidenceId)).size).toBe(1);
     // One decide before it, whatever its retries: not six.
     expect(await userLastMinute(plain.evidenceId)).toBe(1);

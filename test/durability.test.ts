@@ -49,12 +49,12 @@ describe("a decide that answered 200 is never lost", () => {
       }
     };
     const load = Promise.all([0, 1, 2, 3, 4, 5].map(worker));
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    // Killed under load once a good number of decides have answered, however slow the machine.
+    await expect.poll(() => answered.length, { timeout: 20_000, interval: 20 }).toBeGreaterThanOrEqual(25);
     first.child.kill("SIGKILL");
     stop = true;
     await load;
     await first.exited;
-    expect(answered.length).toBeGreaterThan(20);
 
     const second = await startServerProcess(env);
     try {

@@ -79,10 +79,9 @@ describe("grpc.health.v1.Health/Watch", () => {
       for await (const response of service.watch(create(HealthCheckRequestSchema, { service: "" }), ctx)) seen.push(response.status ?? ServingStatus.UNKNOWN);
     })();
     await expect.poll(() => seen.length).toBe(1);
-    const started = performance.now();
+    // Ended by the drain: its 600 s lifetime would outlast the test's timeout.
     monitor.markDraining();
     await watched;
-    expect(performance.now() - started).toBeLessThan(1_000);
     expect(seen).toEqual([ServingStatus.SERVING, ServingStatus.NOT_SERVING]);
   });
 });
