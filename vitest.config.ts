@@ -3,6 +3,7 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    setupFiles: ["test/setup.ts"],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     // Real servers, SQLite files and worker pools per file: keep the 2-core machine responsive.

@@ -19,13 +19,13 @@ import { cleanDesktopLogin, cleanIphoneLogin, knownUserSnapshot, NOW_MS, TOR_BUL
 import { RISK_MUTATIONS } from "./risk-mutations.js";
 import { seededRandom } from "../helpers/random.js";
 import { canonicalJson } from "../../src/canonical-json.js";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { tempDir } from "../helpers/temp-dirs.js";
 
 let data: ReferenceData;
 beforeAll(() => {
-  const torPath = join(mkdtempSync(join(tmpdir(), "engine-score-")), "tor.txt");
+  const torPath = join(tempDir("engine-score-"), "tor.txt");
   writeFileSync(torPath, TOR_BULK_EXIT_LIST);
   data = ReferenceData.load({ torExitListPath: torPath });
 });

@@ -35,6 +35,16 @@ export function runFraudctl(args: string[], env: NodeJS.ProcessEnv): Promise<Cli
   });
 }
 
+/** Server processes started in this test file and not yet exited, killed after it by test/setup.ts. */
+const runningServers = new Set<ServerProcess>();
+
+/** Kills whatever server process a test left running (a failed assertion before its own kill) and waits for it to exit. */
+export async function stopServerProcesses(): Promise<void> {
+  const left = [...runningServers];
+  for (const server of left) server.child.kill("SIGKILL");
+  await Promise.all(left.map((server) => server.exited));
+}
+
 export interface ServerProcess {
   child: ChildProcess;
   url: string;
@@ -57,12 +67,16 @@ export function startServerProcess(env: NodeJS.ProcessEnv, options: { npmStart?:
     });
     let output = "";
     const exited = new Promise<number | null>((done) => child.on("exit", (code) => done(code)));
+    const server: ServerProcess = { child, url: "", port: 0, output: () => output, exited };
+    runningServers.add(server);
+    void exited.then(() => runningServers.delete(server));
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
       const match = /"msg":"listening".*?"port":(\d+)/.exec(output);
       if (match) {
-        const port = Number(match[1]);
-        resolve({ child, url: `http://127.0.0.1:${port}`, port, output: () => output, exited });
+        server.port = Number(match[1]);
+        server.url = `http://127.0.0.1:${server.port}`;
+        resolve(server);
       }
     };
     child.stdout.on("data", onData);

@@ -1,10 +1,9 @@
 import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { loadConfig, type Config } from "../../src/config.js";
 import type { Clock } from "../../src/clock.js";
 import { createLogger, type Logger } from "../../src/log.js";
 import { buildApp, type App } from "../../src/server/app.js";
+import { tempDir } from "./temp-dirs.js";
 import type { AccountKeys } from "../../src/auth/key-service.js";
 import type { ConnectionTimeouts } from "../../src/server/listener.js";
 
@@ -19,9 +18,7 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-export function tempDir(prefix = "fraud-test-"): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
-}
+export { tempDir } from "./temp-dirs.js";
 
 /** The real server on an ephemeral port with a real SQLite file in a temp dir. */
 export async function startTestServer(
