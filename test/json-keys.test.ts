@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { structureProblem } from "../src/server/json-keys.js";
+import { seededRandom } from "./helpers/random.js";
 
 /** The first key an object of `json` repeats, at any depth; undefined when none does. */
 function repeatedKey(json: string): string | undefined {
@@ -31,12 +32,13 @@ describe("repeated keys in a JSON body", () => {
   });
 
   it("agrees with a decoding walk on random bodies", () => {
+    const next = seededRandom(20261122);
     const random = (depth: number): unknown => {
-      const pick = Math.random();
-      if (depth > 3 || pick < 0.4) return ["x", 1, true, null, 'q"\\uo'][Math.floor(Math.random() * 5)];
-      if (pick < 0.6) return Array.from({ length: Math.floor(Math.random() * 4) }, () => random(depth + 1));
+      const pick = next();
+      if (depth > 3 || pick < 0.4) return ["x", 1, true, null, 'q"\\uo'][Math.floor(next() * 5)];
+      if (pick < 0.6) return Array.from({ length: Math.floor(next() * 4) }, () => random(depth + 1));
       const object: Record<string, unknown> = {};
-      for (let i = 0; i < Math.floor(Math.random() * 4); i++) object[["a", "b", 'c"', "\\"][Math.floor(Math.random() * 4)] ?? "a"] = random(depth + 1);
+      for (let i = 0; i < Math.floor(next() * 4); i++) object[["a", "b", 'c"', "\\"][Math.floor(next() * 4)] ?? "a"] = random(depth + 1);
       return object;
     };
     for (let i = 0; i < 500; i++) {
