@@ -75,7 +75,7 @@ export interface CaseResolvedEventData {
   case: CaseSummary;
   /** Previous status. */
   previousStatus: CaseStatus;
-  /** Who closed it: an API key id or "cli". */
+  /** Who closed it: the id of the API key that made the change (cases change through the API only). */
   resolvedBy: string;
 }
 
