@@ -135,10 +135,11 @@ describe("connection timeouts over HTTP/2", () => {
       reflection.on("error", () => undefined);
       let closedAt: number | undefined;
       reflection.on("close", () => (closedAt = performance.now()));
-      // A question every 300 ms for longer than the request timeout: still open.
-      for (let i = 0; i < 4; i++) {
+      // A question every 150 ms for longer than the request timeout: still open (and a stall of this
+      // process of over half a second would not be taken for the tool's silence).
+      for (let i = 0; i < 8; i++) {
         reflection.write(`question ${i}`);
-        await new Promise((resolve) => setTimeout(resolve, 300));
+        await new Promise((resolve) => setTimeout(resolve, 150));
       }
       expect(closedAt).toBeUndefined();
       const silentFrom = performance.now();
