@@ -86,7 +86,7 @@ describe("RateLimiter (sliding log)", () => {
     expect(admittedAt.length).toBeGreaterThan(1_000);
   });
 
-  it("forgets the identities tracked longest past its cap, and each identity's calls once they leave the window", () => {
+  it("forgets the identities least recently used past its cap, and each identity's calls once they leave the window", () => {
     const clock = new ManualClock(0);
     const limiter = new RateLimiter(clock, 3);
     // ip0 is dropped when the fourth identity arrives: its next call starts a new log.
@@ -96,6 +96,19 @@ describe("RateLimiter (sliding log)", () => {
     expect(limiter.consume(check).allowed).toBe(false);
     clock.advance(60_000);
     expect(limiter.consume(check).allowed).toBe(true);
+  });
+
+  it("keeps counting an identity that goes on calling while a flood of new ones passes its cap", () => {
+    const clock = new ManualClock(0);
+    const limiter = new RateLimiter(clock, 100);
+    const limited = [{ name: "analyze", key: "busy", limit: 2, windowMs: 60_000 }];
+    expect(limiter.consume(limited).allowed).toBe(true);
+    expect(limiter.consume(limited).allowed).toBe(true);
+    for (let i = 0; i < 5_000; i++) {
+      limiter.consume([{ name: "analyze", key: `flood${i}`, limit: 30, windowMs: 60_000 }]);
+      // Still refused: its calls are used too recently to be the ones forgotten.
+      if (i % 50 === 0) expect(limiter.consume(limited).allowed, `after ${i + 1} new identities`).toBe(false);
+    }
   });
 
   it("counts a call only when every rule admits it", () => {
