@@ -1,3 +1,4 @@
+import http2 from "node:http2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WRITE_FAILURE_HOLD_MS } from "../src/decisions/writer.js";
 import { ManualClock } from "./helpers/clock.js";
@@ -202,6 +203,28 @@ describe("diagnostics", () => {
     expect(text).toMatch(/fraud_requests_total\{route="GET \/api\/v1\/status",protocol="rest",outcome="success",code="OK"\} \d+/);
     expect(text).toMatch(/fraud_request_duration_seconds_bucket\{route="GET \/api\/v1\/status",le="\+Inf"\} \d+/);
     expect(text).toMatch(/fraud_ready 1/);
+  });
+
+  it("names a method it does not know OTHER, so that invented HTTP/2 methods add no metric series and no long log lines", async () => {
+    const session = http2.connect(server.url);
+    try {
+      const paths = ["/api/v1/cases", "/fraud.v1.DecisionService/Decide", "/api/v1/events/stream"];
+      for (let i = 0; i < 20; i++) {
+        for (const path of paths) {
+          const stream = session.request({ ":method": `INVENTED${i}${"X".repeat(2_000)}`, ":path": path });
+          stream.resume();
+          await new Promise<void>((resolve) => stream.on("close", () => resolve()));
+        }
+      }
+    } finally {
+      session.close();
+    }
+    const text = await (await fetch(`${server.url}/api/metrics`)).text();
+    expect(text).not.toContain("INVENTED");
+    expect(text).toContain('fraud_request_duration_seconds_count{route="OTHER /api/v1/cases"} 20');
+    expect(text).toContain('fraud_request_duration_seconds_count{route="OTHER /fraud.v1.DecisionService/Decide"} 20');
+    expect(text).toContain('fraud_request_duration_seconds_count{route="OTHER /api/v1/events/stream"} 20');
+    expect(server.logs.filter((line) => line.includes("INVENTED"))).toEqual([]);
   });
 
   it("serves /api/health with the database check", async () => {

@@ -1,4 +1,5 @@
 import type http from "node:http";
+import { METHODS } from "node:http";
 import type http2 from "node:http2";
 import type net from "node:net";
 import type { Duplex } from "node:stream";
@@ -156,7 +157,7 @@ export class Dispatcher {
       } else if (rpc && req.method !== "POST") {
         // Connect's GET form is not offered (docs/api-decisions.md): refused here, in Connect's error format,
         // with the method that is, rather than by the library's bare 405.
-        route = `${req.method ?? ""} ${pathname}`;
+        route = `${methodLabel(req.method)} ${pathname}`;
         component = componentOf(rpc.service.typeName);
         this.allowCrossOrigin(req, res, contractOf(rpc.method));
         this.answerConnectError(res, context, apiError("METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${pathname}: RPCs are called with POST`), { allow: "POST, OPTIONS" });
@@ -202,13 +203,13 @@ export class Dispatcher {
       } else {
         const match = this.gateway.match(req.method ?? "GET", pathname);
         if (match.kind === "route") {
-          route = `${req.method ?? ""} ${match.route.template}`;
+          route = `${methodLabel(req.method)} ${match.route.template}`;
           component = componentOf(match.route.contract.method.parent.typeName);
           this.allowCrossOrigin(req, res, match.route.contract);
           await this.gateway.serve(match, req, res, context, url);
         } else if (match.kind === "wrong-method") {
           // By its template, as matched routes are: a raw path would add a metric series per path a client invents.
-          route = `${req.method ?? ""} ${match.template}`;
+          route = `${methodLabel(req.method)} ${match.template}`;
           // Allow names every method the path takes, OPTIONS (its preflight) included, as OPTIONS itself does.
           res.setHeader("allow", [...match.allowed, "OPTIONS"].join(", "));
           this.gateway.writeError(res, context, apiError("METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${pathname}; use ${match.allowed.join(" or ")}`));
@@ -217,7 +218,7 @@ export class Dispatcher {
           await this.answerUnknownRpc(req, res, context, pathname);
         } else if (pathname === EVENT_STREAM_PATH) {
           // Its upgrades never get here (listener.ts).
-          route = `${req.method ?? ""} ${pathname}`;
+          route = `${methodLabel(req.method)} ${pathname}`;
           const refusal = plainRequestRefusal(req.method);
           for (const [name, value] of Object.entries(refusal.headers)) res.setHeader(name, value);
           this.gateway.writeError(res, context, apiError(refusal.code, refusal.message));
@@ -473,7 +474,7 @@ export class Dispatcher {
       const context = this.newCall(req.socket.remoteAddress, req.headers["x-forwarded-for"], "websocket");
       const outcome = handler(req, socket, head, context);
       if (outcome === undefined) return undefined;
-      const route = `${req.method ?? "GET"} ${requestUrl(req.url)?.pathname ?? ""}`;
+      const route = `${methodLabel(req.method)} ${requestUrl(req.url)?.pathname ?? ""}`;
       void Promise.resolve(outcome).then(({ status, code, principal }) => {
         context.principal = principal;
         this.record(context, route, "Dashboard", status, code, status >= 500, status >= 400 && status < 500);
@@ -511,6 +512,17 @@ export class Dispatcher {
       }),
     });
   }
+}
+
+const KNOWN_METHODS: ReadonlySet<string> = new Set(METHODS);
+
+/**
+ * A request's method as its route names it, in the metrics and the log: an HTTP/2 client may send any token
+ * as its :method (HTTP/1.1's parser knows a fixed set), and a metric series per invented one would grow
+ * without bound, so every method Node does not know is OTHER.
+ */
+function methodLabel(method: string | undefined): string {
+  return method !== undefined && KNOWN_METHODS.has(method) ? method : "OTHER";
 }
 
 /** The probes' and scrapers' paths (docs/api-decisions.md, Diagnostics): GET only, no key. */
