@@ -127,3 +127,46 @@ describe("an IPv6 client", () => {
     expect(history.snapshot(shop, neighbour, entityKeysByKind(neighbour), at + 1_000).counts.ip.lastMinute).toBe(0);
   });
 });
+
+describe("pruning the windowed counters", () => {
+  const rows = () =>
+    Object.fromEntries(
+      ["velocity_counters", "entity_users", "entity_user_counts", "user_profiles"].map((table) => [table, (db.prepare(`SELECT COUNT(*) AS n FROM ${table} WHERE account_id = ?`).get(tenant.accountId) as { n: number }).n]),
+    );
+
+  it("deletes the rows no window reads any more, a step of 1,000 rows at a time, and reads the same counts after", async () => {
+    const prunedTenant = { accountId: "acct_pruned", environment: "live" as const };
+    const day0 = Date.UTC(2026, 10, 1, 12);
+    const DAY = 24 * HOUR;
+    const at = (userId: string, deviceId: string, when: number) => {
+      const entities = { userId, ip: "81.2.69.160", deviceId, email: "" };
+      const keys = entityKeysByKind(entities);
+      history.record(prunedTenant, { ...entities, country: "GB", amount: undefined, currency: "", allowed: true }, keys, when);
+      return () => history.snapshot(prunedTenant, entities, keys, when + 1);
+    };
+    // 1,500 users three days ago (more than a step), a few two days ago, yesterday and today.
+    for (let i = 0; i < 1_500; i++) at(`old_${i}`, `dev_old_${i}`, day0);
+    at("two_days", "dev_two", day0 + 2 * DAY);
+    at("yesterday", "dev_shared", day0 + 3 * DAY - HOUR);
+    const now = day0 + 3 * DAY;
+    const today = at("today", "dev_shared", now);
+    const before = today();
+    const count = (table: string) => (db.prepare(`SELECT COUNT(*) AS n FROM ${table} WHERE account_id = ?`).get(prunedTenant.accountId) as { n: number }).n;
+    const profilesBefore = count("user_profiles");
+    const othersBefore = rows();
+
+    const deleted = await history.pruneOutdated(now);
+    // Each old user's four counters (user, IP, device, and none for the empty e-mail: three) and the device's
+    // and IP's distinct users of that day; the shared IP's counter is still in use.
+    expect(deleted).toBeGreaterThan(1_500 * 3);
+    expect(count("velocity_counters")).toBeLessThan(10);
+    expect(db.prepare("SELECT MIN(day) AS day FROM entity_users WHERE account_id = ?").get(prunedTenant.accountId)).toEqual({ day: Math.floor(now / DAY) - 1 });
+    expect(count("user_profiles")).toBe(profilesBefore);
+    // What the windows read is what they read before.
+    expect(today()).toEqual(before);
+    expect(before.distinctUsersPerDevice24h).toBe(2);
+    // Another account's rows, not outdated at this time, are left alone.
+    expect(rows()).toEqual(othersBefore);
+    expect(await history.pruneOutdated(now)).toBe(0);
+  });
+});

@@ -238,6 +238,7 @@ function assembleApp(options: AppOptions & { logger: Logger }, lock: DataDirecto
   const consortium = new ConsortiumRepository(db);
   registerConsortiumSharing({ outbox, consortium, clock, guard: webhookGuard });
   const weights = new WeightsRepository(db);
+  const history = new HistoryRepository(db);
   const feedback = new FeedbackProcessor({
     db,
     clock,
@@ -245,7 +246,7 @@ function assembleApp(options: AppOptions & { logger: Logger }, lock: DataDirecto
     feedback: new FeedbackRepository(db),
     weights,
     graph,
-    history: new HistoryRepository(db),
+    history,
     lists: listRepository,
     consortium,
     outbox,
@@ -338,12 +339,23 @@ function assembleApp(options: AppOptions & { logger: Logger }, lock: DataDirecto
   const listener = new DualProtocolListener(dispatcher.listener, options.connectionTimeouts);
   listener.onUpgrade(dispatcher.observedUpgrades(eventStream.handleUpgrade));
   listener.onClientError(dispatcher.refuseUnreadableRequest);
-  // Expired analyze state and idempotency answers are pruned in the background.
+  // Expired analyze state, list entries and idempotency answers, and the velocity and distinct-user counters
+  // no window reads any more, are pruned in the background. A failure (the database busy past its timeout)
+  // is logged and tried again at the next run; thrown from a timer, it would end the process.
+  let pruning: Promise<void> | undefined;
+  let maintenanceStopped = false;
   const maintenance = setInterval(() => {
+    if (pruning) return;
     const now = clock.now();
-    analyzeState.prune(now);
-    listRepository.prune(now);
-    idempotency.prune(now);
+    pruning = (async () => {
+      analyzeState.prune(now);
+      listRepository.prune(now);
+      idempotency.prune(now);
+      const counters = await history.pruneOutdated(now, () => maintenanceStopped);
+      if (counters > 0) logger.log("info", "outdated counters pruned", { rows: counters });
+    })()
+      .catch((error: unknown) => logger.log("warn", "background pruning failed", { error: error instanceof Error ? error.message : String(error) }))
+      .finally(() => (pruning = undefined));
   }, MAINTENANCE_INTERVAL_MS).unref();
 
   let closing: Promise<void> | undefined;
@@ -381,6 +393,8 @@ function assembleApp(options: AppOptions & { logger: Logger }, lock: DataDirecto
         listener.destroyAll();
         await stopped;
         clearInterval(maintenance);
+        maintenanceStopped = true;
+        await pruning;
         // Every step runs even when one before it fails (a database gone bad, a thread that died): the
         // threads must still stop and the file close, or the process would not exit. Failures are logged.
         const step = async (name: string, work: () => unknown): Promise<void> => {

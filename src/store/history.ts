@@ -80,6 +80,60 @@ function estimate(start: number, current: number, previous: number, windowMs: nu
 }
 
 /**
+ * The windowed tables, with their primary keys and what makes a row outdated: a velocity counter whose day
+ * window and the one before it have passed (`estimate` reads it as 0 in every window), and the distinct users
+ * of a day before yesterday (read for today and yesterday only). Deleted, such a row is what its next write
+ * would start from anyway: its counts begin again at 1.
+ */
+const WINDOWED_TABLES = [
+  { table: "velocity_counters", key: ["account_id", "environment", "entity"], outdated: "day_start < @dayStartCutoff" },
+  { table: "entity_users", key: ["account_id", "environment", "entity", "day", "user_id"], outdated: "day < @dayCutoff" },
+  { table: "entity_user_counts", key: ["account_id", "environment", "entity", "day"], outdated: "day < @dayCutoff" },
+] as const;
+
+/**
+ * Rows read per pruning step, each step its own short transaction: the decision writer, another thread,
+ * writes these tables on every decide and waits for the write lock while a step holds it.
+ */
+const PRUNE_STEP_ROWS = 1_000;
+
+type KeyValues = Array<string | number>;
+
+/** Walks one table in primary-key order, a step at a time, deleting its outdated rows. */
+class WindowedTablePruner {
+  private readonly stepEndStmt;
+  private readonly deleteStepStmt;
+  private readonly deleteRestStmt;
+  /** A key before every row's. */
+  private readonly start: KeyValues;
+
+  constructor(db: Db, { table, key, outdated }: (typeof WINDOWED_TABLES)[number]) {
+    const columns = key.join(", ");
+    const after = `(${columns}) > (${key.map(() => "?").join(", ")})`;
+    const upTo = `(${columns}) <= (${key.map(() => "?").join(", ")})`;
+    this.stepEndStmt = db.prepare(`SELECT ${columns} FROM ${table} WHERE ${after} ORDER BY ${columns} LIMIT 1 OFFSET ${PRUNE_STEP_ROWS - 1}`).raw();
+    this.deleteStepStmt = db.prepare(`DELETE FROM ${table} WHERE ${after} AND ${upTo} AND ${outdated}`);
+    this.deleteRestStmt = db.prepare(`DELETE FROM ${table} WHERE ${after} AND ${outdated}`);
+    // Account ids are never empty, so the first column decides.
+    this.start = key.map((column) => (column === "day" ? -1 : ""));
+  }
+
+  /** Deletes the table's outdated rows, yielding to the event loop between steps, until done or stopped; returns how many. */
+  async prune(cutoffs: { dayStartCutoff: number; dayCutoff: number }, stopped: () => boolean): Promise<number> {
+    let deleted = 0;
+    let from = this.start;
+    for (;;) {
+      const to = this.stepEndStmt.get(...from) as KeyValues | undefined;
+      if (to === undefined) return deleted + this.deleteRestStmt.run(...from, cutoffs).changes;
+      deleted += this.deleteStepStmt.run(...from, ...to, cutoffs).changes;
+      from = to;
+      await new Promise((resolve) => setImmediate(resolve));
+      if (stopped()) return deleted;
+    }
+  }
+}
+
+/**
  * The comprehensive path's store: velocity counters, distinct users per device
  * and IP, and one profile row per user. Every read and write touches a fixed
  * number of rows by primary key, whatever the history's size.
@@ -98,7 +152,10 @@ export class HistoryRepository {
   private readonly storedAmongStmt;
   private readonly readTx: <T>(read: () => T) => T;
 
+  private readonly pruners;
+
   constructor(private readonly db: Db) {
+    this.pruners = WINDOWED_TABLES.map((table) => new WindowedTablePruner(db, table));
     this.velocityStmt = db.prepare<[string, string, string], VelocityRow>(
       "SELECT * FROM velocity_counters WHERE account_id = ? AND environment = ? AND entity = ?",
     );
@@ -142,6 +199,20 @@ export class HistoryRepository {
        ON CONFLICT DO UPDATE SET last_decision_at = @at, last_country = @country,
          known_devices = @devices, known_countries = @countries, amounts = @amounts`,
     );
+  }
+
+  /**
+   * Deletes the windowed counters no window reads any more (`WINDOWED_TABLES`), a step at a time with a turn
+   * of the event loop between steps, so that neither the request thread nor the decision writer waits long;
+   * ends early once `stopped` says so (the server closing). Returns how many rows went. User profiles stay:
+   * they are the user's history, not a window.
+   */
+  async pruneOutdated(now: number, stopped: () => boolean = () => false): Promise<number> {
+    const dayStart = now - (now % DAY);
+    const cutoffs = { dayStartCutoff: dayStart - DAY, dayCutoff: Math.floor(now / DAY) - 1 };
+    let deleted = 0;
+    for (const pruner of this.pruners) if (!stopped()) deleted += await pruner.prune(cutoffs, stopped);
+    return deleted;
   }
 
   /**
