@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createLogger } from "../src/log.js";
-import { DUE_TASKS_SQL, Outbox, type TaskOutcome } from "../src/outbox/outbox.js";
+import { DEAD_LETTER_RETENTION_MS, DUE_TASKS_SQL, Outbox, type TaskOutcome } from "../src/outbox/outbox.js";
 import { openDatabase, type Db } from "../src/store/database.js";
 import { ManualClock } from "./helpers/clock.js";
 import { tempDir } from "./helpers/server.js";
@@ -207,6 +207,12 @@ describe("outbox retries", () => {
     clock.advance(86_400_000);
     await outbox.drain();
     expect(attempts).toHaveLength(6);
+    // It is kept for a replay for 30 days from when it died, then deleted.
+    const diedAt = clock.now() - 86_400_000;
+    expect(await outbox.pruneDeadLetters(diedAt + DEAD_LETTER_RETENTION_MS - 1)).toBe(0);
+    expect(outbox.deadLetters(tenant, 10, 0)).toHaveLength(1);
+    expect(await outbox.pruneDeadLetters(diedAt + DEAD_LETTER_RETENTION_MS)).toBe(1);
+    expect(outbox.deadLetters(tenant, 10, 0)).toEqual([]);
     retryDb.close();
   });
 });

@@ -24,6 +24,10 @@ export type TaskHandler = (task: OutboxTask) => Promise<TaskOutcome>;
 
 /** Retry schedule of handlers that throw: 1 s, 5 s, 30 s, 2 min, 10 min, then the dead-letter queue. */
 const DEFAULT_BACKOFF_MS = [1_000, 5_000, 30_000, 120_000, 600_000];
+/** How long a dead letter is kept for a replay (docs/webhooks.md): 30 days from when it died. */
+export const DEAD_LETTER_RETENTION_MS = 30 * 86_400_000;
+/** Dead letters deleted per short transaction when the old ones are pruned. */
+const DEAD_LETTER_PRUNE_STEP = 1_000;
 /** How often the background runner looks past the due rows of places that are full. */
 const FULL_PLACES_LOOK_MS = 100;
 /**
@@ -235,6 +239,7 @@ export class Outbox {
   private readonly pendingStmt;
   private readonly deadListStmt;
   private readonly replayStmt;
+  private readonly pruneDeadStmt;
   private readonly settle;
   private readonly finishTransaction;
   private timer: NodeJS.Timeout | undefined;
@@ -285,6 +290,10 @@ export class Outbox {
       work();
       this.table.delete(id);
     });
+    // The dead rows are found through outbox_due (status first); updated_at is when the task died.
+    this.pruneDeadStmt = db.prepare<[number]>(
+      `DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE status = 'dead' AND updated_at <= ? LIMIT ${DEAD_LETTER_PRUNE_STEP})`,
+    );
     this.replayStmt = db.prepare<[number, number, number, string, string]>(
       "UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = ?, updated_at = ? WHERE id = ? AND status = 'dead' AND account_id = ? AND environment = ?",
     );
@@ -341,6 +350,21 @@ export class Outbox {
   /** Tasks not yet carried out (the status report's backlog). */
   pending(): number {
     return this.pendingStmt.get()?.n ?? 0;
+  }
+
+  /**
+   * Deletes the dead letters that died {@link DEAD_LETTER_RETENTION_MS} ago or longer, a step at a time with a
+   * turn of the event loop between steps, until none is left or `stopped` says so; returns how many.
+   */
+  async pruneDeadLetters(now: number, stopped: () => boolean = () => false): Promise<number> {
+    let deleted = 0;
+    for (;;) {
+      const step = this.pruneDeadStmt.run(now - DEAD_LETTER_RETENTION_MS).changes;
+      deleted += step;
+      if (step < DEAD_LETTER_PRUNE_STEP) return deleted;
+      await new Promise((resolve) => setImmediate(resolve));
+      if (stopped()) return deleted;
+    }
   }
 
   deadLetters(tenant: Tenant, limit: number, offset: number): DeadLetter[] {

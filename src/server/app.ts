@@ -339,8 +339,8 @@ function assembleApp(options: AppOptions & { logger: Logger }, lock: DataDirecto
   const listener = new DualProtocolListener(dispatcher.listener, options.connectionTimeouts);
   listener.onUpgrade(dispatcher.observedUpgrades(eventStream.handleUpgrade));
   listener.onClientError(dispatcher.refuseUnreadableRequest);
-  // Expired analyze state, list entries and idempotency answers, and the velocity and distinct-user counters
-  // no window reads any more, are pruned in the background. A failure (the database busy past its timeout)
+  // Expired analyze state, list entries and idempotency answers, the velocity and distinct-user counters no
+  // window reads any more, and dead letters past their retention are pruned in the background. A failure (the database busy past its timeout)
   // is logged and tried again at the next run; thrown from a timer, it would end the process.
   let pruning: Promise<void> | undefined;
   let maintenanceStopped = false;
@@ -353,6 +353,8 @@ function assembleApp(options: AppOptions & { logger: Logger }, lock: DataDirecto
       idempotency.prune(now);
       const counters = await history.pruneOutdated(now, () => maintenanceStopped);
       if (counters > 0) logger.log("info", "outdated counters pruned", { rows: counters });
+      const deadLetters = await outbox.pruneDeadLetters(now, () => maintenanceStopped);
+      if (deadLetters > 0) logger.log("info", "dead letters past their retention deleted", { rows: deadLetters });
     })()
       .catch((error: unknown) => logger.log("warn", "background pruning failed", { error: error instanceof Error ? error.message : String(error) }))
       .finally(() => (pruning = undefined));
