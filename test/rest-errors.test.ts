@@ -212,12 +212,14 @@ describe("bad input gets a precise 4xx, never a 500", () => {
   it("logs a call whose HTTP/2 client goes away before its body ends as 499 CANCELED too, over REST and gRPC", async () => {
     const logged = server.logs.length;
     const session = http2.connect(server.url);
+    await new Promise((resolve) => session.once("connect", resolve));
     for (const [path, contentType] of [["/api/v1/decide", "application/json"], ["/fraud.v1.DecisionService/Decide", "application/grpc"]] as const) {
       const stream = session.request({ ":method": "POST", ":path": path, "content-type": contentType, "x-api-key": secret });
       stream.on("error", () => undefined);
       stream.write(contentType === "application/json" ? '{"userId":' : Buffer.from([0, 0, 0, 0, 40, 10]));
     }
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // A PING is answered only once the server has read every frame sent before it: both calls have begun there.
+    await new Promise<void>((resolve, reject) => session.ping((error) => (error ? reject(error) : resolve())));
     session.destroy();
     await expect.poll(() => server.logs.slice(logged).length).toBeGreaterThanOrEqual(2);
     const lines = server.logs.slice(logged).map((line) => JSON.parse(line) as { route?: string; status?: number; code?: string });
