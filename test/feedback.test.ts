@@ -4,6 +4,7 @@ import { entryHash } from "../src/audit/entry.js";
 import { canonicalJson, sha256Hex } from "../src/canonical-json.js";
 import { MAX_SHIFT, adjustWeights, projectOntoBounds, totalShift } from "../src/feedback/learning.js";
 import { ENTRY_GRACE_MS } from "../src/feedback/processor.js";
+import { DEAD_LETTER_RETENTION_MS } from "../src/outbox/outbox.js";
 import { ListRepository } from "../src/store/lists.js";
 import { MAX_LIST_ENTRIES } from "../src/policies/index.js";
 import type { WebhookEvent } from "../src/webhooks/events.js";
@@ -397,6 +398,12 @@ describe("POST /api/v1/feedback", () => {
     server.app.db.prepare("UPDATE outbox SET status = 'dead' WHERE id = ?").run(task.lastInsertRowid);
     const dead = await feedback(key, { decisionId: delayed.decisionId, actualOutcome: "fraud" });
     expect(dead.body.error).toMatchObject({ code: "CONFLICT", message: expect.stringContaining("its follow-up failed and waits in the dead-letter queue") });
+    // Unlike other dead letters it outlives the retention: its absence would read as tampering.
+    server.app.outbox.enqueue("other.kind", { accountId: acme.account.id, environment: "test" }, {});
+    server.app.db.prepare("UPDATE outbox SET status = 'dead', updated_at = 0 WHERE kind = 'other.kind'").run();
+    expect(await server.app.outbox.pruneDeadLetters(clock.now() + DEAD_LETTER_RETENTION_MS)).toBe(1);
+    const stillDead = await feedback(key, { decisionId: delayed.decisionId, actualOutcome: "fraud" });
+    expect(stillDead.body.error).toMatchObject({ code: "CONFLICT", message: expect.stringContaining("its follow-up failed and waits in the dead-letter queue") });
     server.app.db.prepare("DELETE FROM outbox WHERE id = ?").run(task.lastInsertRowid);
     expect(server.app.db.prepare("SELECT COUNT(*) AS n FROM audit_log WHERE action = 'evidence.tampered' AND subject = ?").get(delayed.decisionId)).toEqual({ n: 0 });
   });

@@ -126,10 +126,12 @@ export class DecisionFollowUps {
 
 /** The outbox runner's side: follow-ups the writer did not carry out. */
 export function registerFollowUpTask(outbox: Outbox, followUps: DecisionFollowUps): void {
+  // Its dead letters outlive the retention: feedback on a decision without its audit entry reads one to answer
+  // "replay it" rather than refuse the evidence as tampered with (feedback/processor.ts).
   outbox.register(DECISION_FOLLOW_UP_TASK, async (task): Promise<TaskOutcome> => {
     const group = followUpGroupOf(task);
     if ("problem" in group) return { kind: "dead", error: group.problem };
     followUps.runAtomically(group.tenant, group.followUps);
     return { kind: "done" };
-  });
+  }, { keepDeadLetters: true });
 }

@@ -228,6 +228,8 @@ interface OutboxRow {
  */
 export class Outbox {
   private readonly handlers = new Map<string, TaskHandler>();
+  /** Kinds whose dead letters {@link pruneDeadLetters} leaves, however old. */
+  private readonly deadLettersKept = new Set<string>();
   /** The table, for code that carries out tasks of its own kind in its own transactions (decisions/follow-up.ts). */
   readonly table: OutboxTable;
   /** While {@link collect} runs: where enqueued tasks go instead of the table. */
@@ -291,8 +293,8 @@ export class Outbox {
       this.table.delete(id);
     });
     // The dead rows are found through outbox_due (status first); updated_at is when the task died.
-    this.pruneDeadStmt = db.prepare<[number]>(
-      `DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE status = 'dead' AND updated_at <= ? LIMIT ${DEAD_LETTER_PRUNE_STEP})`,
+    this.pruneDeadStmt = db.prepare<[number, string]>(
+      `DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE status = 'dead' AND updated_at <= ? AND kind NOT IN (SELECT value FROM json_each(?)) LIMIT ${DEAD_LETTER_PRUNE_STEP})`,
     );
     this.replayStmt = db.prepare<[number, number, number, string, string]>(
       "UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = ?, updated_at = ? WHERE id = ? AND status = 'dead' AND account_id = ? AND environment = ?",
@@ -309,8 +311,13 @@ export class Outbox {
     return { kind: "done" };
   }
 
-  register(kind: string, handler: TaskHandler): void {
+  /**
+   * Who carries out tasks of a kind. `keepDeadLetters`: its dead letters are never pruned, for a kind whose
+   * dead letter is what other code reads to tell a failure from tampering (decision follow-ups).
+   */
+  register(kind: string, handler: TaskHandler, options: { keepDeadLetters?: boolean } = {}): void {
     this.handlers.set(kind, handler);
+    if (options.keepDeadLetters) this.deadLettersKept.add(kind);
   }
 
   /** Adds a task; call it inside the transaction of the change that causes it. */
@@ -353,13 +360,15 @@ export class Outbox {
   }
 
   /**
-   * Deletes the dead letters that died {@link DEAD_LETTER_RETENTION_MS} ago or longer, a step at a time with a
-   * turn of the event loop between steps, until none is left or `stopped` says so; returns how many.
+   * Deletes the dead letters that died {@link DEAD_LETTER_RETENTION_MS} ago or longer (but those of kinds
+   * registered to keep them), a step at a time with a turn of the event loop between steps, until none is left
+   * or `stopped` says so; returns how many.
    */
   async pruneDeadLetters(now: number, stopped: () => boolean = () => false): Promise<number> {
+    const kept = JSON.stringify([...this.deadLettersKept]);
     let deleted = 0;
     for (;;) {
-      const step = this.pruneDeadStmt.run(now - DEAD_LETTER_RETENTION_MS).changes;
+      const step = this.pruneDeadStmt.run(now - DEAD_LETTER_RETENTION_MS, kept).changes;
       deleted += step;
       if (step < DEAD_LETTER_PRUNE_STEP) return deleted;
       await new Promise((resolve) => setImmediate(resolve));
