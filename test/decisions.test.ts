@@ -1,4 +1,5 @@
 import fs from "node:fs";
+import http from "node:http";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as grpc from "@grpc/grpc-js";
@@ -150,7 +151,7 @@ describe("POST /api/v1/decide", () => {
     expect((await decide(acme.keys.test.publishable, { userId: "mallory", action: "checkout", amount: 1, currency: "EUR", ip: UK_IP, ...HUMAN_DESKTOP }, headers)).body.data).toEqual(claimed.body.data);
   });
 
-  it("refuses an empty Idempotency-Key or one longer than 255 characters with a 400 naming the header, and accepts 255", async () => {
+  it("refuses an empty Idempotency-Key, one longer than 255 characters or one sent twice with a 400 naming the header, and accepts 255", async () => {
     const body = { userId: "idem_length_user", action: "login", ip: UK_IP, ...HUMAN_DESKTOP };
     for (const key of ["", "k".repeat(256), "k".repeat(1000)]) {
       const res = await fetch(`${server.url}/api/v1/decide`, {
@@ -162,6 +163,27 @@ describe("POST /api/v1/decide", () => {
       const error = (await res.json()) as { success: boolean; error: { code: string; message: string; details: { fieldViolations?: Array<{ field: string }> } } };
       expect(error).toMatchObject({ success: false, error: { code: "VALIDATION_ERROR", message: expect.stringMatching(/Idempotency-Key/) } });
       expect(error.error.details.fieldViolations?.map((v) => v.field)).toEqual(["Idempotency-Key"]);
+    }
+    // Sent twice (two lines over HTTP/1.1, joined by a comma on the way in), or one value holding a comma.
+    for (const key of [["order_1", "order_2"], ["order_1", "order_1"], "order_1,order_2"]) {
+      const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = http.request(`${server.url}/api/v1/decide`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-api-key": acme.keys.test.secret, "idempotency-key": key },
+        });
+        req.on("response", (res) => {
+          let text = "";
+          res.setEncoding("utf8");
+          res.on("data", (chunk: string) => (text += chunk));
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text }));
+        });
+        req.on("error", reject);
+        req.end(JSON.stringify(body));
+      });
+      expect(answer.status, JSON.stringify(key)).toBe(400);
+      expect(JSON.parse(answer.body)).toMatchObject({
+        error: { code: "VALIDATION_ERROR", message: expect.stringContaining("Idempotency-Key carries more than one value"), details: { fieldViolations: [{ field: "Idempotency-Key" }] } },
+      });
     }
     const count = () => (server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions WHERE user_id = 'idem_length_user'").get() as { n: number }).n;
     expect(count()).toBe(0);

@@ -190,6 +190,12 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
           fieldViolations: [{ field: "Idempotency-Key", description: `must be 1 to ${IDEMPOTENCY_KEY_MAX} characters` }],
         });
       }
+      // A header sent twice reaches here as its values joined by commas: which one to honour cannot be told.
+      if (header?.includes(",")) {
+        throw apiError("VALIDATION_ERROR", "Idempotency-Key carries more than one value (was the header sent twice?); send one key, without commas", {
+          fieldViolations: [{ field: "Idempotency-Key", description: "must be one value, without commas" }],
+        });
+      }
       // A key is the caller's own among the keys of its kind: the publishable key is public (it ships in browser
       // code), and what it claims must never be what the account's backend gets answered for its secret key's call.
       const idempotencyKey = header === undefined ? undefined : `${keyKind}:${header}`;
