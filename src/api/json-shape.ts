@@ -1,5 +1,6 @@
 import { ScalarType, getOption, hasOption, type DescField, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
 import { validate } from "../../gen/fraud/v1/options_pb.js";
+import { hasLoneSurrogate } from "../code-points.js";
 import { boundsProblem, pathOf, type Violation } from "./validation.js";
 
 /**
@@ -96,6 +97,10 @@ function checkMessage(desc: DescMessage, value: JsonValue, prefix: string, name:
 function checkScalar(scalar: ScalarType, value: JsonValue, prefix: string, name: string, index: number, out: Violation[], field?: DescField): void {
   switch (scalar) {
     case ScalarType.STRING:
+      if (typeof value !== "string") out.push({ field: pathOf(prefix, name, index), description: "must be a string" });
+      // JSON's \ud800 escape can write one; protobuf strings are UTF-8, which cannot.
+      else if (hasLoneSurrogate(value)) out.push({ field: pathOf(prefix, name, index), description: "must be valid Unicode text: it holds a lone UTF-16 surrogate" });
+      return;
     case ScalarType.BYTES:
       if (typeof value !== "string") out.push({ field: pathOf(prefix, name, index), description: "must be a string" });
       return;
