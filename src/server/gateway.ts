@@ -19,6 +19,7 @@ import { allContracts, type MethodContract } from "../api/contract.js";
 import { apiError, describeError } from "../api/errors.js";
 import { decodePlainJson } from "../api/json-decode.js";
 import { SIXTY_FOUR_BIT, jsonShapeViolations } from "../api/json-shape.js";
+import { notPercentEncoding, percentDecoded, queryParameters } from "../api/query-parameters.js";
 import type { UnaryInvoker } from "../api/unary-invoker.js";
 import { invalidRequest } from "../api/validation.js";
 import { ClientGoneError, NotUtf8Error, readBody, strictUtf8 } from "./request-body.js";
@@ -35,7 +36,6 @@ const FORWARDED_HEADERS = ["x-api-key", "authorization", "idempotency-key", "use
 /** Response headers the gateway passes back from the RPC handlers. */
 const RETURNED_HEADERS = ["ratelimit", "ratelimit-policy", "retry-after", "x-request-id", "fraud-error-code"];
 
-
 interface RestRoute {
   contract: MethodContract;
   method: DescMethodUnary;
@@ -45,7 +45,6 @@ interface RestRoute {
   /** Path parameters in order, each the request field it binds. */
   pathFields: DescField[];
 }
-
 
 export type RouteMatch =
   | { kind: "route"; route: RestRoute; params: string[] }
@@ -263,47 +262,6 @@ export class RestGateway {
 
 function tooLarge(limit: number): ConnectError {
   return apiError("PAYLOAD_TOO_LARGE", `request body exceeds the limit of ${limit} bytes`);
-}
-
-/**
- * Percent-decoded text, or undefined when its percent-encoding is malformed or the bytes it encodes are not
- * UTF-8: decodeURIComponent refuses both, where URLSearchParams puts U+FFFD in their place, which would
- * filter on, or store, what the client never sent.
- */
-function percentDecoded(text: string): string | undefined {
-  try {
-    return decodeURIComponent(text);
-  } catch {
-    return undefined;
-  }
-}
-
-function notPercentEncoding(where: "query" | "path", name: string): ConnectError {
-  return apiError("VALIDATION_ERROR", `${where} parameter ${name} is not valid percent-encoding`, {
-    fieldViolations: [{ field: name, description: "is not valid percent-encoding" }],
-  });
-}
-
-/**
- * The query's parameters by name, each with its values in order, split as URLSearchParams splits them ('&',
- * then the first '='; '+' is a space) but decoded strictly (percentDecoded). A name that does not decode is
- * named as it was sent.
- */
-function queryParameters(search: string): Map<string, string[]> {
-  const parameters = new Map<string, string[]>();
-  for (const pair of search.slice(1).split("&")) {
-    if (pair === "") continue;
-    const equals = pair.indexOf("=");
-    const [rawName, rawValue] = equals === -1 ? [pair, ""] : [pair.slice(0, equals), pair.slice(equals + 1)];
-    const name = percentDecoded(rawName.replaceAll("+", " "));
-    if (name === undefined) throw notPercentEncoding("query", rawName);
-    const value = percentDecoded(rawValue.replaceAll("+", " "));
-    if (value === undefined) throw notPercentEncoding("query", name);
-    const values = parameters.get(name);
-    if (values) values.push(value);
-    else parameters.set(name, [value]);
-  }
-  return parameters;
 }
 
 /** Binds query parameters to request fields by JSON name, converting by field type. */

@@ -5,6 +5,7 @@ import { ConnectError } from "@connectrpc/connect";
 import type { CallContext } from "../api/context.js";
 import { CLIENT_CLOSED_REQUEST, apiError, type ErrorCode } from "../api/errors.js";
 import { authenticate, checkPermissions, presentedKey } from "../api/interceptors.js";
+import { queryParameters } from "../api/query-parameters.js";
 import type { KeyService, Principal } from "../auth/key-service.js";
 import type { Permission } from "../auth/keys.js";
 import type { Clock } from "../clock.js";
@@ -47,6 +48,34 @@ export interface StreamMessage {
   signature: string;
   /** The event's JSON body as a string: verify these bytes, then parse them. */
   payload: string;
+}
+
+/**
+ * The endpoint the stream's query names, read as the REST gateway reads a query: strictly decoded, no parameter
+ * but `endpoint`, given once, a `whe_` id (anything else is a 400 naming it, not a 404 for an id never sent).
+ */
+function streamedEndpointId(search: string): string {
+  const parameters = queryParameters(search);
+  for (const [name, values] of parameters) {
+    if (name !== "endpoint") {
+      throw apiError("VALIDATION_ERROR", `unknown query parameter ${name}`, { fieldViolations: [{ field: name, description: "is not a parameter of this endpoint" }] });
+    }
+    if (values.length > 1) {
+      throw apiError("VALIDATION_ERROR", `query parameter endpoint is given ${values.length} times; give it once`, {
+        fieldViolations: [{ field: "endpoint", description: "is given more than once" }],
+      });
+    }
+  }
+  const id = parameters.get("endpoint")?.[0] ?? "";
+  if (id === "") {
+    throw apiError("VALIDATION_ERROR", "the query parameter endpoint is required: pass ?endpoint=whe_... of a websocket endpoint", {
+      fieldViolations: [{ field: "endpoint", description: "is required" }],
+    });
+  }
+  if (!id.startsWith("whe_")) {
+    throw apiError("VALIDATION_ERROR", "query parameter endpoint must start with whe_", { fieldViolations: [{ field: "endpoint", description: "must start with whe_" }] });
+  }
+  return id;
 }
 
 /**
@@ -119,11 +148,16 @@ export class EventStream {
     const presented = presentedKey(headers);
     // Kept to check the key again before every message (a revocation closes the stream).
     const key = presented.kind === "key" ? presented.key : "";
-    const endpointId = url.searchParams.get("endpoint") ?? "";
+    let endpointId: string;
+    try {
+      endpointId = streamedEndpointId(url.search);
+    } catch (error) {
+      return refuse(socket, context, ConnectError.from(error), principal);
+    }
     const tenant: Tenant = { accountId: principal.accountId, environment: principal.environment };
     const endpoint = this.endpoints.get(tenant, endpointId);
     if (!endpoint || endpoint.deliveryMethod !== "websocket") {
-      return refuse(socket, context, apiError("NOT_FOUND", `no websocket endpoint "${endpointId}": pass ?endpoint=whe_... of one`), principal);
+      return refuse(socket, context, apiError("NOT_FOUND", `no websocket endpoint ${endpointId}: pass ?endpoint=whe_... of one`), principal);
     }
     if (endpoint.status !== "enabled") {
       return refuse(socket, context, apiError("CONFLICT", `the websocket endpoint ${endpoint.id} is disabled: enable it to stream its events`), principal);

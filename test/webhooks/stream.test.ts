@@ -277,11 +277,44 @@ describe("WebSocket delivery", () => {
       [query, { "x-api-key": keys.test.publishable }, 403],
       [query, { "x-api-key": restricted }, 403],
       [query, { "x-api-key": keys.live.secret }, 404],
-      ["", { "x-api-key": keys.test.secret }, 404],
+      ["?endpoint=whe_none", { "x-api-key": keys.test.secret }, 404],
     ];
     for (const [q, headers, status] of refusals) {
       expect(await connect(q, headers), `${q} ${JSON.stringify(headers)}`).toEqual({ refused: status });
     }
+  });
+
+  it("reads its query as a REST endpoint's: a 400 naming the parameter for one missing, unknown, repeated, badly encoded or of the wrong kind", async () => {
+    const endpoint = await createStreamEndpoint(keys.test.secret);
+    const refusal = (query: string) =>
+      new Promise<{ status: number; body: { error: { code: string; message: string; details: { fieldViolations?: Array<{ field: string; description: string }> } } } }>((resolve, reject) => {
+        const socket = new WebSocket(`ws://127.0.0.1:${server.port}/api/v1/events/stream${query}`, { headers: { "x-api-key": keys.test.secret } });
+        socket.once("open", () => reject(new Error(`${query} was opened`)));
+        socket.once("error", reject);
+        socket.once("unexpected-response", (_req, res) => {
+          let text = "";
+          res.setEncoding("utf8");
+          res.on("data", (chunk: string) => (text += chunk));
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as never }));
+        });
+      });
+    for (const [query, message, field] of [
+      ["", "the query parameter endpoint is required: pass ?endpoint=whe_... of a websocket endpoint", "endpoint"],
+      ["?endpoint=", "the query parameter endpoint is required: pass ?endpoint=whe_... of a websocket endpoint", "endpoint"],
+      ["?endpoint=evi_1", "query parameter endpoint must start with whe_", "endpoint"],
+      [`?endpoint=${endpoint.id}&endpoint=${endpoint.id}`, "query parameter endpoint is given 2 times; give it once", "endpoint"],
+      [`?endpoint=${endpoint.id}&since=1`, "unknown query parameter since", "since"],
+      [`?endpoint=${endpoint.id}%ff`, "query parameter endpoint is not valid percent-encoding", "endpoint"],
+    ] as const) {
+      const { status, body } = await refusal(query);
+      expect(status, query).toBe(400);
+      expect(body.error, query).toMatchObject({ code: "VALIDATION_ERROR", message });
+      expect(body.error.details.fieldViolations?.map((violation) => violation.field), query).toEqual([field]);
+    }
+    // Percent-encoded, the same id.
+    const opened = await connect(`?endpoint=${encodeURIComponent(endpoint.id).replace("_", "%5F")}`, { "x-api-key": keys.test.secret });
+    if (!("socket" in opened)) throw new Error(`refused with ${opened.refused}`);
+    opened.socket.close();
   });
 
   it("logs and counts every opening and refusal as a request, as a REST call is", async () => {
