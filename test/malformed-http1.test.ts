@@ -1,3 +1,4 @@
+import http2 from "node:http2";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ConnectionTimeouts } from "../src/server/listener.js";
@@ -129,5 +130,41 @@ describe("a request Node's HTTP/1.1 parser cannot read", () => {
     expect(await rawHttp1(`POST /api/v1/decide HTTP/1.1\r\nHost: x\r\nX-API-Key: ${secret}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"u`)).toBe(
       "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n",
     );
+  });
+});
+
+describe("CONNECT, which asks a proxy for a tunnel", () => {
+  const message = "no endpoint CONNECT example.com:443: the service opens no tunnels (it is no proxy)";
+
+  it("is answered 404 in the error envelope over HTTP/1.1 (Node dropped it unanswered), logged, and the connection closed", async () => {
+    const refusal = parseAnswer(await rawHttp1("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"));
+    expect(refusal.status).toBe(404);
+    expect(refusal.headers.get("connection")).toBe("close");
+    expect(refusal.body.error).toMatchObject({ code: "NOT_FOUND", message });
+    await expect.poll(() => logLine(refusal.body.meta.requestId)).toMatchObject({ route: "unmatched", status: 404, code: "NOT_FOUND" });
+    // The service goes on serving.
+    expect((await fetch(`${server.url}/api/health/live`)).status).toBe(200);
+  });
+
+  it("is answered the same over HTTP/2 (Node answered a bare 405 no log saw)", async () => {
+    const session = http2.connect(server.url);
+    try {
+      const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const stream = session.request({ ":method": "CONNECT", ":authority": "example.com:443" });
+        let status = 0;
+        let body = "";
+        stream.on("response", (headers) => (status = Number(headers[":status"])));
+        stream.setEncoding("utf8");
+        stream.on("data", (chunk: string) => (body += chunk));
+        stream.on("end", () => resolve({ status, body }));
+        stream.on("error", reject);
+      });
+      expect(answer.status).toBe(404);
+      const body = JSON.parse(answer.body) as Refusal["body"];
+      expect(body.error).toMatchObject({ code: "NOT_FOUND", message });
+      await expect.poll(() => logLine(body.meta.requestId)).toMatchObject({ route: "unmatched", status: 404, code: "NOT_FOUND" });
+    } finally {
+      session.destroy();
+    }
   });
 });

@@ -339,6 +339,7 @@ function assembleApp(options: AppOptions & { logger: Logger }, lock: DataDirecto
   const listener = new DualProtocolListener(dispatcher.listener, options.connectionTimeouts);
   listener.onUpgrade(dispatcher.observedUpgrades(eventStream.handleUpgrade));
   listener.onClientError(dispatcher.refuseUnreadableRequest);
+  listener.onConnect(dispatcher.refuseTunnel);
   // Expired analyze state, list entries and idempotency answers, the velocity and distinct-user counters no
   // window reads any more, and dead letters past their retention are pruned in the background. A failure (the database busy past its timeout)
   // is logged and tried again at the next run; thrown from a timer, it would end the process.

@@ -137,7 +137,11 @@ export class Dispatcher {
     res.setHeader(REQUEST_ID_HEADER, context.requestId);
 
     try {
-      if (connection && req.httpVersion === "1.1" && req.headers.host === undefined) {
+      if (req.method === "CONNECT") {
+        // Over HTTP/2 (listener.ts passes its CONNECT streams here); over HTTP/1.1 refuseTunnel answers it.
+        route = "unmatched";
+        this.gateway.writeError(res, context, tunnelRefusal(req.headers[":authority"]));
+      } else if (connection && req.httpVersion === "1.1" && req.headers.host === undefined) {
         // Which host the client meant cannot be told (RFC 9112, 3.2: a server answers 400); Node's own check,
         // which answers a bare 400, is off so that this one answers as every refusal does (listener.ts).
         route = "unmatched";
@@ -427,6 +431,24 @@ export class Dispatcher {
   };
 
   /**
+   * Answers an HTTP/1.1 CONNECT (listener.ts onConnect), which Node hands to no request listener and would
+   * drop unanswered, as the service answers a CONNECT over HTTP/2: 404 in the error envelope, logged and
+   * counted; the connection closes after it. Behind an earlier request still waiting for its answer, an
+   * answer now would be read as that request's: the connection is dropped.
+   */
+  readonly refuseTunnel = (req: http.IncomingMessage, socket: net.Socket): void => {
+    if ((this.pendingOnSocket.get(socket) ?? 0) > 0) {
+      socket.destroy();
+      return;
+    }
+    const context = this.newCall(socket.remoteAddress, req.headers["x-forwarded-for"], "rest");
+    context.error = tunnelRefusal(req.url);
+    const answer = errorAnswer(context, context.error);
+    socket.end(rawErrorAnswer(answer), () => socket.destroy());
+    this.record(context, "unmatched", undefined, answer.status, answer.code, false, true);
+  };
+
+  /**
    * Ends an HTTP/1.1 answer's connection after it: `Connection: close` if
    * not yet sent, else once it is written, unless a pipelined request behind
    * it still waits for its answer (which says `Connection: close` itself,
@@ -563,4 +585,9 @@ function rpcProtocol(contentType: string | undefined): Protocol {
 function componentOf(serviceTypeName: string): ComponentName | undefined {
   if (serviceTypeName === DecisionService.typeName) return "API Node";
   return serviceTypeName.startsWith("fraud.v1.") ? "Dashboard" : undefined;
+}
+
+/** The answer to CONNECT `target` (host:port): the service is no proxy, and opens no tunnels. */
+function tunnelRefusal(target: string | string[] | undefined): ConnectError {
+  return apiError("NOT_FOUND", `no endpoint CONNECT ${typeof target === "string" ? target : ""}: the service opens no tunnels (it is no proxy)`);
 }

@@ -117,6 +117,8 @@ export class DualProtocolListener {
     );
     // A client opens at most this many streams at once on a session (grpc-js multiplexes its calls on one).
     this.http2 = http2.createServer({ maxSessionMemory: 32, settings: { maxConcurrentStreams: MAX_STREAMS_PER_SESSION } }, listener);
+    // CONNECT streams too: Node would answer them a bare 405 that no log or metric sees (dispatcher.ts answers them).
+    this.http2.on("connect", listener);
     this.http2.on("session", (session) => {
       this.sessions.add(session);
       session.once("close", () => this.sessions.delete(session));
@@ -196,6 +198,11 @@ export class DualProtocolListener {
       if (CLIENT_GONE_ERRORS.has(error.code ?? "") || !socket.writable) socket.destroy();
       else handler(error, socket);
     });
+  }
+
+  /** Hands HTTP/1.1 CONNECT requests to `handler`: Node gives them no response, and closes them unanswered without it. */
+  onConnect(handler: (req: http.IncomingMessage, socket: net.Socket) => void): void {
+    this.http1.on("connect", (req: http.IncomingMessage, socket: net.Socket) => handler(req, socket));
   }
 
   /** Stops accepting connections and asks open ones to finish (GOAWAY, Connection: close). */
