@@ -1,6 +1,7 @@
 import type { Clock } from "../clock.js";
 import type { Logger } from "../log.js";
 import type { Db } from "../store/database.js";
+import { PRUNE_STEP_ROWS, pruneInSteps } from "../store/prune-steps.js";
 import type { Tenant } from "../store/tenant.js";
 
 /** One unit of background work, as a handler sees it. */
@@ -26,8 +27,6 @@ export type TaskHandler = (task: OutboxTask) => Promise<TaskOutcome>;
 const DEFAULT_BACKOFF_MS = [1_000, 5_000, 30_000, 120_000, 600_000];
 /** How long a dead letter is kept for a replay (docs/webhooks.md): 30 days from when it died. */
 export const DEAD_LETTER_RETENTION_MS = 30 * 86_400_000;
-/** Dead letters deleted per short transaction when the old ones are pruned. */
-const DEAD_LETTER_PRUNE_STEP = 1_000;
 /** How often the background runner looks past the due rows of places that are full. */
 const FULL_PLACES_LOOK_MS = 100;
 /**
@@ -52,6 +51,15 @@ const BATCH = MAX_RUNNING_NETWORK + MAX_RUNNING_LOCAL;
 const MAX_TRACKED_LANES = 10_000;
 /** The runner also looks for due tasks this often (tasks from other processes, retries). */
 const POLL_MS = 500;
+
+/**
+ * One step of the dead letters' prune: those that died by a time (updated_at), but the kinds kept (a JSON
+ * array). Through outbox_dead_by_time, named: by its equality on status the planner would take outbox_due,
+ * and read every dead letter in it on every step.
+ */
+export const PRUNE_DEAD_LETTERS_SQL = `DELETE FROM outbox WHERE id IN
+  (SELECT id FROM outbox INDEXED BY outbox_dead_by_time
+   WHERE status = 'dead' AND updated_at <= ? AND kind NOT IN (SELECT value FROM json_each(?)) LIMIT ${PRUNE_STEP_ROWS})`;
 
 export interface DeadLetter {
   id: number;
@@ -292,10 +300,7 @@ export class Outbox {
       work();
       this.table.delete(id);
     });
-    // The dead rows are found through outbox_due (status first); updated_at is when the task died.
-    this.pruneDeadStmt = db.prepare<[number, string]>(
-      `DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE status = 'dead' AND updated_at <= ? AND kind NOT IN (SELECT value FROM json_each(?)) LIMIT ${DEAD_LETTER_PRUNE_STEP})`,
-    );
+    this.pruneDeadStmt = db.prepare<[number, string]>(PRUNE_DEAD_LETTERS_SQL);
     this.replayStmt = db.prepare<[number, number, number, string, string]>(
       "UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = ?, updated_at = ? WHERE id = ? AND status = 'dead' AND account_id = ? AND environment = ?",
     );
@@ -361,19 +366,12 @@ export class Outbox {
 
   /**
    * Deletes the dead letters that died {@link DEAD_LETTER_RETENTION_MS} ago or longer (but those of kinds
-   * registered to keep them), a step at a time with a turn of the event loop between steps, until none is left
-   * or `stopped` says so; returns how many.
+   * registered to keep them), a step at a time (store/prune-steps.ts), until none is left or `stopped` says so;
+   * returns how many.
    */
-  async pruneDeadLetters(now: number, stopped: () => boolean = () => false): Promise<number> {
+  pruneDeadLetters(now: number, stopped: () => boolean = () => false): Promise<number> {
     const kept = JSON.stringify([...this.deadLettersKept]);
-    let deleted = 0;
-    for (;;) {
-      const step = this.pruneDeadStmt.run(now - DEAD_LETTER_RETENTION_MS, kept).changes;
-      deleted += step;
-      if (step < DEAD_LETTER_PRUNE_STEP) return deleted;
-      await new Promise((resolve) => setImmediate(resolve));
-      if (stopped()) return deleted;
-    }
+    return pruneInSteps(() => this.pruneDeadStmt.run(now - DEAD_LETTER_RETENTION_MS, kept).changes, stopped);
   }
 
   deadLetters(tenant: Tenant, limit: number, offset: number): DeadLetter[] {

@@ -81,11 +81,11 @@ import { ClientIpResolver } from "./client-ip.js";
 import { Dispatcher } from "./dispatcher.js";
 import { RestGateway } from "./gateway.js";
 import { DualProtocolListener, type ConnectionTimeouts } from "./listener.js";
+import { Maintenance } from "./maintenance.js";
 import { strictUtf8 } from "./request-body.js";
 import { HistoryRepository } from "../store/history.js";
 import { DecisionsInFlight } from "../decisions/in-flight.js";
 
-const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
 /** On shutdown the outbox flushes what is due for what is left of the grace period, and at least this long. */
 const MIN_OUTBOX_FLUSH_MS = 1_000;
 
@@ -340,26 +340,18 @@ function assembleApp(options: AppOptions & { logger: Logger }, lock: DataDirecto
   listener.onUpgrade(dispatcher.observedUpgrades(eventStream.handleUpgrade));
   listener.onClientError(dispatcher.refuseUnreadableRequest);
   listener.onConnect(dispatcher.refuseTunnel);
-  // Expired analyze state, list entries and idempotency answers, the velocity and distinct-user counters no
-  // window reads any more, and dead letters past their retention are pruned in the background. A failure (the database busy past its timeout)
-  // is logged and tried again at the next run; thrown from a timer, it would end the process.
-  let pruning: Promise<void> | undefined;
-  let maintenanceStopped = false;
-  const maintenance = setInterval(() => {
-    if (pruning) return;
-    const now = clock.now();
-    pruning = (async () => {
-      analyzeState.prune(now);
-      listRepository.prune(now);
-      idempotency.prune(now);
-      const counters = await history.pruneOutdated(now, () => maintenanceStopped);
-      if (counters > 0) logger.log("info", "outdated counters pruned", { rows: counters });
-      const deadLetters = await outbox.pruneDeadLetters(now, () => maintenanceStopped);
-      if (deadLetters > 0) logger.log("info", "dead letters past their retention deleted", { rows: deadLetters });
-    })()
-      .catch((error: unknown) => logger.log("warn", "background pruning failed", { error: error instanceof Error ? error.message : String(error) }))
-      .finally(() => (pruning = undefined));
-  }, MAINTENANCE_INTERVAL_MS).unref();
+  // What is past its time is deleted in the background (docs/decisions.md, docs/webhooks.md).
+  const maintenance = new Maintenance(
+    [
+      { what: "expired analyze state", prune: (now, stopped) => analyzeState.prune(now, stopped) },
+      { what: "expired list entries", prune: (now, stopped) => listRepository.prune(now, stopped) },
+      { what: "idempotency answers past 24 hours", prune: (now, stopped) => idempotency.prune(now, stopped) },
+      { what: "velocity and distinct-user counters no window reads", prune: (now, stopped) => history.pruneOutdated(now, stopped) },
+      { what: "dead letters past their retention", prune: (now, stopped) => outbox.pruneDeadLetters(now, stopped) },
+    ],
+    clock,
+    logger,
+  );
 
   let closing: Promise<void> | undefined;
   return {
@@ -395,9 +387,7 @@ function assembleApp(options: AppOptions & { logger: Logger }, lock: DataDirecto
         await Promise.race([dispatcher.idle().then(() => calls.settled()), timer]);
         listener.destroyAll();
         await stopped;
-        clearInterval(maintenance);
-        maintenanceStopped = true;
-        await pruning;
+        await maintenance.stop();
         // Every step runs even when one before it fails (a database gone bad, a thread that died): the
         // threads must still stop and the file close, or the process would not exit. Failures are logged.
         const step = async (name: string, work: () => unknown): Promise<void> => {

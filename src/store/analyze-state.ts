@@ -1,5 +1,6 @@
 import type { Logger } from "../log.js";
 import type { Db } from "./database.js";
+import { PRUNE_STEP_ROWS, pruneInSteps } from "./prune-steps.js";
 import type { Tenant } from "./tenant.js";
 
 interface PendingPut {
@@ -8,6 +9,10 @@ interface PendingPut {
   value: string;
   expiresAt: number;
 }
+
+/** One step of the prune: WITHOUT ROWID, so the step's rows are named by their primary key. */
+export const PRUNE_ANALYZE_STATE_SQL = `DELETE FROM analyze_state WHERE (account_id, environment, key) IN
+  (SELECT account_id, environment, key FROM analyze_state WHERE expires_at <= ? LIMIT ${PRUNE_STEP_ROWS})`;
 
 /**
  * Analyze's only persistence (part 4.2): a key-value table whose entries
@@ -28,7 +33,7 @@ export class AnalyzeStateRepository {
     this.putStmt = db.prepare<[string, string, string, string, number]>(
       "INSERT INTO analyze_state VALUES (?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at",
     );
-    this.pruneStmt = db.prepare<[number]>("DELETE FROM analyze_state WHERE expires_at <= ?");
+    this.pruneStmt = db.prepare<[number]>(PRUNE_ANALYZE_STATE_SQL);
     this.putBatch = db.transaction((puts: Iterable<PendingPut>) => {
       for (const put of puts) this.putStmt.run(put.tenant.accountId, put.tenant.environment, put.key, put.value, put.expiresAt);
     });
@@ -59,8 +64,9 @@ export class AnalyzeStateRepository {
     }
   }
 
-  prune(now: number): number {
-    return this.pruneStmt.run(now).changes;
+  /** Deletes the expired entries, a step at a time (prune-steps.ts); returns how many. */
+  prune(now: number, stopped: () => boolean = () => false): Promise<number> {
+    return pruneInSteps(() => this.pruneStmt.run(now).changes, stopped);
   }
 }
 

@@ -1,6 +1,7 @@
 import type { AccountAmountStats, AmountStats, HistorySnapshot, WindowCounts } from "../engine/index.js";
 import type { EntityKeys } from "../graph/entities.js";
 import type { Db } from "./database.js";
+import { PRUNE_STEP_ROWS, nextTurn } from "./prune-steps.js";
 import type { Tenant } from "./tenant.js";
 import { NONE_IN_FLIGHT, type InFlightCounts } from "../decisions/in-flight.js";
 
@@ -91,15 +92,12 @@ const WINDOWED_TABLES = [
   { table: "entity_user_counts", key: ["account_id", "environment", "entity", "day"], outdated: "day < @dayCutoff" },
 ] as const;
 
-/**
- * Rows read per pruning step, each step its own short transaction: the decision writer, another thread,
- * writes these tables on every decide and waits for the write lock while a step holds it.
- */
-const PRUNE_STEP_ROWS = 1_000;
-
 type KeyValues = Array<string | number>;
 
-/** Walks one table in primary-key order, a step at a time, deleting its outdated rows. */
+/**
+ * Walks one table in primary-key order, PRUNE_STEP_ROWS rows read per step (prune-steps.ts), deleting its
+ * outdated rows: no index orders them by age, and one per table would cost every decide's writes.
+ */
 class WindowedTablePruner {
   private readonly stepEndStmt;
   private readonly deleteStepStmt;
@@ -127,7 +125,7 @@ class WindowedTablePruner {
       if (to === undefined) return deleted + this.deleteRestStmt.run(...from, cutoffs).changes;
       deleted += this.deleteStepStmt.run(...from, ...to, cutoffs).changes;
       from = to;
-      await new Promise((resolve) => setImmediate(resolve));
+      await nextTurn();
       if (stopped()) return deleted;
     }
   }

@@ -1,4 +1,5 @@
 import type { Db } from "./database.js";
+import { PRUNE_STEP_ROWS, pruneInSteps } from "./prune-steps.js";
 import type { Tenant } from "./tenant.js";
 
 /** How long a decide answer is replayed for the same Idempotency-Key. */
@@ -8,6 +9,10 @@ export interface IdempotentResponse {
   requestHash: string;
   response: Uint8Array;
 }
+
+/** One step of the prune, through idempotency_keys_by_time. */
+export const PRUNE_IDEMPOTENCY_SQL = `DELETE FROM idempotency_keys WHERE rowid IN
+  (SELECT rowid FROM idempotency_keys WHERE created_at <= ? LIMIT ${PRUNE_STEP_ROWS})`;
 
 /** Stored answers to decide calls that carried an Idempotency-Key. */
 export class IdempotencyRepository {
@@ -24,7 +29,7 @@ export class IdempotencyRepository {
        ON CONFLICT DO UPDATE SET request_hash = excluded.request_hash, response = excluded.response, created_at = excluded.created_at
        WHERE idempotency_keys.created_at <= excluded.created_at - ${IDEMPOTENCY_TTL_MS}`,
     );
-    this.pruneStmt = db.prepare<[number]>("DELETE FROM idempotency_keys WHERE created_at <= ?");
+    this.pruneStmt = db.prepare<[number]>(PRUNE_IDEMPOTENCY_SQL);
   }
 
   find(tenant: Tenant, key: string, now: number): IdempotentResponse | undefined {
@@ -40,7 +45,8 @@ export class IdempotencyRepository {
     return this.insertStmt.run(tenant.accountId, tenant.environment, key, entry.requestHash, entry.response, now).changes === 1;
   }
 
-  prune(now: number): number {
-    return this.pruneStmt.run(now - IDEMPOTENCY_TTL_MS).changes;
+  /** Deletes the answers past IDEMPOTENCY_TTL_MS, a step at a time (prune-steps.ts); returns how many. */
+  prune(now: number, stopped: () => boolean = () => false): Promise<number> {
+    return pruneInSteps(() => this.pruneStmt.run(now - IDEMPOTENCY_TTL_MS).changes, stopped);
   }
 }

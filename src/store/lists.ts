@@ -1,5 +1,6 @@
 import type { ListKind } from "../policies/index.js";
 import type { Db } from "./database.js";
+import { PRUNE_STEP_ROWS, pruneInSteps } from "./prune-steps.js";
 import type { Tenant } from "./tenant.js";
 
 export interface StoredList {
@@ -41,6 +42,10 @@ export interface StoredEntry {
   value: string;
   expiresAt: number | undefined;
 }
+
+/** One step of the prune, through list_entries_expiry; WITHOUT ROWID, so its rows are named by their primary key. */
+export const PRUNE_LIST_ENTRIES_SQL = `DELETE FROM list_entries WHERE (account_id, environment, list_name, value) IN
+  (SELECT account_id, environment, list_name, value FROM list_entries WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ${PRUNE_STEP_ROWS})`;
 
 /** Named lists and their entries; expired entries are invisible and pruned in the background. */
 export class ListRepository {
@@ -99,7 +104,7 @@ export class ListRepository {
     this.removeEntryStmt = db.prepare<[string, string, string, string]>(
       "DELETE FROM list_entries WHERE account_id = ? AND environment = ? AND list_name = ? AND value = ?",
     );
-    this.pruneStmt = db.prepare<[number]>("DELETE FROM list_entries WHERE expires_at IS NOT NULL AND expires_at <= ?");
+    this.pruneStmt = db.prepare<[number]>(PRUNE_LIST_ENTRIES_SQL);
     this.countStmt = db.prepare<[string, string], { n: number }>("SELECT COUNT(*) AS n FROM lists WHERE account_id = ? AND environment = ?");
     this.rangesStmt = db.prepare<[string, string, string], { value: string }>(
       "SELECT value FROM list_entries WHERE account_id = ? AND environment = ? AND list_name = ? AND value LIKE '%/%'",
@@ -195,7 +200,8 @@ export class ListRepository {
     this.touchStmt.run(now, tenant.accountId, tenant.environment, name);
   }
 
-  prune(now: number): number {
-    return this.pruneStmt.run(now).changes;
+  /** Deletes the expired entries (invisible already), a step at a time (prune-steps.ts); returns how many. */
+  prune(now: number, stopped: () => boolean = () => false): Promise<number> {
+    return pruneInSteps(() => this.pruneStmt.run(now).changes, stopped);
   }
 }

@@ -433,4 +433,11 @@ export const migrations: readonly string[] = [
   UPDATE outbox SET lane = ifnull(json_extract(payload, '$.endpointId'), '') WHERE lane = '' AND kind = 'webhook.delivery' AND json_valid(payload);
   UPDATE outbox SET lane = 'consortium' WHERE lane = '' AND kind = 'consortium.share';
   `,
+  // 16: the background prunes find the rows past their time through an index, a step of rows at a time
+  // (store/prune-steps.ts), instead of reading the whole table under the write lock.
+  `
+  CREATE INDEX idempotency_keys_by_time ON idempotency_keys(created_at);
+  CREATE INDEX list_entries_expiry ON list_entries(expires_at) WHERE expires_at IS NOT NULL;
+  CREATE INDEX outbox_dead_by_time ON outbox(updated_at) WHERE status = 'dead';
+  `,
 ];
