@@ -120,10 +120,10 @@ describe("access per endpoint (part 5.2 of the specification)", () => {
 
   for (const endpoint of endpoints) {
     const publishableAllowed = endpoint.name === "Decide" || endpoint.name === "Analyze";
-    it(`${endpoint.verb} ${endpoint.path}: no key ${endpoint.anonymous ? "served" : "401"}, publishable ${publishableAllowed ? "allowed" : "403"}, secret allowed`, async () => {
-      const anonymous = await call(endpoint);
-      if (endpoint.anonymous) expect(anonymous).toBe(200);
-      else expect(anonymous).toBe(401);
+    it(`${endpoint.verb} ${endpoint.path}: no key 401${endpoint.anonymous ? " (served with public=true)" : ""}, publishable ${publishableAllowed ? "allowed" : "403"}, secret allowed`, async () => {
+      // Part 5: every operation but the public status (part 4.7: public=true) needs a key.
+      expect(await call(endpoint)).toBe(401);
+      if (endpoint.anonymous) expect(await call({ ...endpoint, path: `${endpoint.path}?public=true` })).toBe(200);
 
       const allowed = ALLOWED[endpoint.name];
       const publishable = await answer(endpoint, keys.test.publishable);

@@ -69,6 +69,18 @@ describe("GET /api/v1/status", () => {
     }
   });
 
+  it("needs a key unless public=true asks for the public report (part 5: every operation but the public status needs one)", async () => {
+    for (const query of ["", "?public=false"]) {
+      const res = await fetch(`${server.url}/api/v1/status${query}`);
+      expect(res.status, query).toBe(401);
+      const body = (await res.json()) as { success: boolean; error: { code: string; message: string } };
+      expect(body.success).toBe(false);
+      expect(body.error.code).toBe("UNAUTHORIZED");
+      expect(body.error.message).toMatch(/public=true/);
+    }
+    expect((await status("?public=true")).code).toBe(200);
+  });
+
   it("refuses an invalid key even where no key is needed", async () => {
     const { code } = await status("?public=true", "sk_test_notAValidKeyAtAll00000000000000");
     expect(code).toBe(401);

@@ -3,6 +3,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ComponentStatusSchema, StatusService } from "../../gen/fraud/v1/status_pb.js";
 import { callContext } from "../api/context.js";
+import { apiError } from "../api/errors.js";
 import type { Clock } from "../clock.js";
 import { BACKLOG_DEGRADED_AT, type HealthMonitor } from "../observability/health.js";
 import type { ComponentCounters, ComponentName, Metrics } from "../observability/metrics.js";
@@ -29,6 +30,11 @@ export function createStatusService(deps: {
   return {
     getStatus(request, ctx) {
       const principal = callContext(ctx.values).principal;
+      // Part 5: every operation but the public status needs a key, and part 4.7 makes the public status the
+      // call with public=true. The contract lets a call without a key through (allow_anonymous) for that one.
+      if (!principal && !request.public) {
+        throw apiError("UNAUTHORIZED", "an API key is required: send it in X-API-Key or Authorization: Bearer, or ask for the public report with public=true");
+      }
       const detailed = !request.public && principal?.permissions.has("status:read") === true;
 
       const { checks, backlog } = deps.health.report();

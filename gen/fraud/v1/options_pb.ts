@@ -90,8 +90,9 @@ export type AccessRule = Message<"fraud.v1.AccessRule"> & {
   permission: string;
 
   /**
-   * When true a call without any key is served (the public status report).
-   * A key that is present is still checked.
+   * When true a call without any key reaches the handler, which decides
+   * what it serves (the status: the public report, with public=true). A key
+   * that is present is still checked.
    *
    * @generated from field: bool allow_anonymous = 2;
    */

@@ -178,8 +178,9 @@ export const ComponentMetricsSchema: GenMessage<ComponentMetrics> = /*@__PURE__*
  */
 export const StatusService: GenService<{
   /**
-   * GetStatus answers the public report without a key (public=true); a
-   * secret key adds per-component latency and request counts.
+   * GetStatus answers the public report without a key when public=true (a
+   * call with neither is refused UNAUTHORIZED); a secret key adds
+   * per-component latency and request counts.
    * REST: GET /api/v1/status?public=true (enveloped).
    *
    * @generated from rpc fraud.v1.StatusService.GetStatus
