@@ -121,10 +121,13 @@ describe("unary gRPC", () => {
     const answer = await rawCall(server.port, DECIDE_PATH, envelope(Buffer.from([0x0a, 0xff, 0xff])), { "x-api-key": keys.keys.test.secret });
     expect(answer.trailers["grpc-status"]).toBe(String(grpc.status.INVALID_ARGUMENT));
     expect(decodeURIComponent(answer.trailers["grpc-message"] as string)).toMatch(/^parse binary: /);
+    // Without a key the message is never read: UNAUTHENTICATED, whatever it holds.
+    const keyless = await rawCall(server.port, DECIDE_PATH, envelope(Buffer.from([0x0a, 0xff, 0xff])), {});
+    expect(keyless.trailers["grpc-status"]).toBe(String(grpc.status.UNAUTHENTICATED));
     // A message flagged compressed on a call that names no grpc-encoding: the client's fault, counted as its.
     const before = await (await fetch(`${server.url}/api/v1/status?public=true`)).json();
     for (let i = 0; i < 5; i++) {
-      const flagged = await rawCall(server.port, DECIDE_PATH, Buffer.from([1, 0, 0, 0, 2, 1, 2]), {});
+      const flagged = await rawCall(server.port, DECIDE_PATH, Buffer.from([1, 0, 0, 0, 2, 1, 2]), { "x-api-key": keys.keys.test.secret });
       expect(flagged.trailers["grpc-status"]).toBe(String(grpc.status.INVALID_ARGUMENT));
       expect(flagged.trailers["fraud-error-code"]).toBe("VALIDATION_ERROR");
     }

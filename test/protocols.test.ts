@@ -24,10 +24,13 @@ import { startTestServer, type TestServer } from "./helpers/server.js";
 
 let server: TestServer;
 let secret: string;
+let publishable: string;
 
 beforeAll(async () => {
   server = await startTestServer();
-  secret = server.createAccount().keys.test.secret;
+  const account = server.createAccount();
+  secret = account.keys.test.secret;
+  publishable = account.keys.test.publishable;
 });
 afterAll(() => server.close());
 
@@ -128,7 +131,50 @@ describe("one port, four protocols", () => {
     await expect.poll(count).toBe(before + 1);
   });
 
-  it("keeps the public status operational when keyless clients send bytes that do not decode", async () => {
+  it("refuses a call without a valid key before it reads the message, on every protocol, whatever the message holds", async () => {
+    const DECIDE = "/fraud.v1.DecisionService/Decide";
+    const junk = new Uint8Array([0x0a, 0x64, 0x01]);
+    const framed = new Uint8Array([0, 0, 0, 0, junk.length, ...junk]);
+    for (const headers of [{}, { "x-api-key": "sk_test_nope" }] as Array<Record<string, string>>) {
+      // Connect, binary and JSON: 401 and its JSON error, the service's code beside it.
+      for (const [contentType, body] of [["application/proto", junk], ["application/json", '{"userId":1']] as const) {
+        const res = await fetch(`${server.url}${DECIDE}`, { method: "POST", headers: { "content-type": contentType, "connect-protocol-version": "1", ...headers }, body });
+        expect(res.status, contentType).toBe(401);
+        expect(res.headers.get("fraud-error-code")).toBe("UNAUTHORIZED");
+        expect(res.headers.get("x-request-id")).toMatch(/^req_/);
+        expect(await res.json()).toMatchObject({ code: "unauthenticated", message: expect.stringMatching(/API key/) });
+      }
+      // gRPC-Web: its status in the headers of a trailers-only answer.
+      const web = await fetch(`${server.url}${DECIDE}`, { method: "POST", headers: { "content-type": "application/grpc-web+proto", ...headers }, body: framed });
+      expect(web.status).toBe(200);
+      expect(web.headers.get("grpc-status")).toBe(String(grpc.status.UNAUTHENTICATED));
+      expect(web.headers.get("fraud-error-code")).toBe("UNAUTHORIZED");
+      // gRPC, a JSON payload (Connect's gRPC, not the unary path): the status in the trailers.
+      const status = await new Promise<string | undefined>((resolve, reject) => {
+        const session = http2.connect(server.url);
+        const stream = session.request({ ":method": "POST", ":path": DECIDE, "content-type": "application/grpc+json", te: "trailers", ...headers });
+        stream.on("trailers", (trailers) => resolve(trailers["grpc-status"] as string | undefined));
+        stream.on("response", (answer) => {
+          if (answer["grpc-status"] !== undefined) resolve(answer["grpc-status"] as string);
+        });
+        stream.on("error", reject);
+        stream.on("close", () => session.close());
+        stream.resume();
+        stream.end(new Uint8Array([0, 0, 0, 0, 11, ...new TextEncoder().encode('{"userId":1')]));
+      });
+      expect(status).toBe(String(grpc.status.UNAUTHENTICATED));
+    }
+    // A publishable key on a secret key's operation: PERMISSION_DENIED, its message unread too.
+    const feedback = await fetch(`${server.url}/fraud.v1.FeedbackService/SubmitFeedback`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "connect-protocol-version": "1", "x-api-key": publishable },
+      body: "not json",
+    });
+    expect(feedback.status).toBe(403);
+    expect(await feedback.json()).toMatchObject({ code: "permission_denied" });
+  });
+
+  it("keeps the public status operational when clients send bytes that do not decode", async () => {
     // Counted as the client's error, under the code it was answered with.
     const malformed = async () =>
       Number(/fraud_requests_total\{route="\/fraud\.v1\.DecisionService\/Decide",protocol="connect",outcome="client_error",code="VALIDATION_ERROR"\} (\d+)/.exec(await (await fetch(`${server.url}/api/metrics`)).text())?.[1] ?? 0);
@@ -136,7 +182,7 @@ describe("one port, four protocols", () => {
     for (let i = 0; i < 30; i++) {
       const junk = await fetch(`${server.url}/fraud.v1.DecisionService/Decide`, {
         method: "POST",
-        headers: { "content-type": "application/proto", "connect-protocol-version": "1" },
+        headers: { "content-type": "application/proto", "connect-protocol-version": "1", "x-api-key": secret },
         body: new Uint8Array([0x0a, 0x64, 0x01]),
       });
       // connect-es calls undecodable bytes "internal" (500); the service answers them as the request's fault.
@@ -147,7 +193,7 @@ describe("one port, four protocols", () => {
     }
     // gRPC-Web carries its status in the body's trailer frame: 3, not 13.
     const frame = new Uint8Array([0, 0, 0, 0, 3, 0x0a, 0x64, 0x01]);
-    const web = await fetch(`${server.url}/fraud.v1.DecisionService/Decide`, { method: "POST", headers: { "content-type": "application/grpc-web+proto" }, body: frame });
+    const web = await fetch(`${server.url}/fraud.v1.DecisionService/Decide`, { method: "POST", headers: { "content-type": "application/grpc-web+proto", "x-api-key": secret }, body: frame });
     const trailer = new TextDecoder().decode(new Uint8Array(await web.arrayBuffer()).subarray(5));
     expect(trailer).toMatch(/^grpc-status: ?3\r$/m);
     expect(trailer).toMatch(/grpc-message: parse(%20| )binary/);
@@ -527,7 +573,7 @@ describe("what the RPC library refuses before any of the service's code runs", (
 
   it("carries the service's error code on every protocol, so that a message too large is not taken for a rate limit", async () => {
     const connect = (body: string | Uint8Array, contentType = "application/json") =>
-      fetch(`${server.url}/fraud.v1.DecisionService/Decide`, { method: "POST", headers: { "content-type": contentType, "connect-protocol-version": "1" }, body });
+      fetch(`${server.url}/fraud.v1.DecisionService/Decide`, { method: "POST", headers: { "content-type": contentType, "connect-protocol-version": "1", "x-api-key": secret }, body });
     const unknownField = await connect(JSON.stringify({ userId: "u", action: "login", userID: "x" }));
     expect(unknownField.status).toBe(400);
     expect(unknownField.headers.get("fraud-error-code")).toBe("VALIDATION_ERROR");
@@ -545,7 +591,7 @@ describe("what the RPC library refuses before any of the service's code runs", (
     const frame = new Uint8Array(5 + json.length);
     new DataView(frame.buffer).setUint32(1, json.length);
     frame.set(json, 5);
-    const web = await fetch(`${server.url}/fraud.v1.DecisionService/Decide`, { method: "POST", headers: { "content-type": "application/grpc-web+json" }, body: frame });
+    const web = await fetch(`${server.url}/fraud.v1.DecisionService/Decide`, { method: "POST", headers: { "content-type": "application/grpc-web+json", "x-api-key": secret }, body: frame });
     const webTrailer = new TextDecoder().decode(new Uint8Array(await web.arrayBuffer()).subarray(5));
     expect(webTrailer).toMatch(/^grpc-status: ?3\r$/m);
     expect(webTrailer).toMatch(/fraud-error-code: VALIDATION_ERROR/);
@@ -563,7 +609,7 @@ describe("what the RPC library refuses before any of the service's code runs", (
     // gRPC with JSON messages (binary gRPC takes the service's own path, which has always carried the code).
     const session = http2.connect(server.url);
     try {
-      const stream = session.request({ ":method": "POST", ":path": "/fraud.v1.DecisionService/Decide", "content-type": "application/grpc+json", te: "trailers" });
+      const stream = session.request({ ":method": "POST", ":path": "/fraud.v1.DecisionService/Decide", "content-type": "application/grpc+json", te: "trailers", "x-api-key": secret });
       stream.end(frame);
       stream.resume();
       const fields = await new Promise<http2.IncomingHttpHeaders>((resolve) => {
@@ -589,8 +635,10 @@ describe("shutting down while a streamed answer is under way over HTTP/1.1", () 
     envelope.set(body, 5);
     const agent = new http.Agent({ keepAlive: true });
     // Another request still coming in holds the drain open, so that only the answer's end can close the connection.
+    // (With a key: a call without one is refused before its body is read.)
+    const key = draining.createAccount().keys.test.secret;
     const holding = net.connect(draining.port, "127.0.0.1", () =>
-      holding.write(`POST /api/v1/webhooks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{`),
+      holding.write(`POST /api/v1/webhooks HTTP/1.1\r\nHost: x\r\nX-API-Key: ${key}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{`),
     );
     holding.on("error", () => undefined);
     let closing: Promise<void> | undefined;
@@ -625,6 +673,7 @@ describe("shutting down while a streamed answer is under way over HTTP/1.1", () 
 
   it("still answers a request pipelined behind that answer, telling it the connection closes", async () => {
     const draining = await startTestServer();
+    const secret = draining.createAccount().keys.test.secret;
     const watchBody = JSON.stringify({ service: "" });
     const envelope = Buffer.alloc(5 + watchBody.length);
     envelope.writeUInt32BE(watchBody.length, 1);
@@ -639,7 +688,8 @@ describe("shutting down while a streamed answer is under way over HTTP/1.1", () 
               Buffer.from(`POST /grpc.health.v1.Health/Watch HTTP/1.1\r\nHost: x\r\nContent-Type: application/connect+json\r\nConnect-Protocol-Version: 1\r\nContent-Length: ${envelope.length}\r\n\r\n`),
               envelope,
               // Pipelined behind it, its body not all sent yet: it is still waiting when the drain begins.
-              Buffer.from(`POST /api/v1/webhooks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${pipelinedBody.length}\r\n\r\n${pipelinedBody.slice(0, 5)}`),
+              // (With a key: a call without one is refused before its body is read.)
+              Buffer.from(`POST /api/v1/webhooks HTTP/1.1\r\nHost: x\r\nX-API-Key: ${secret}\r\nContent-Type: application/json\r\nContent-Length: ${pipelinedBody.length}\r\n\r\n${pipelinedBody.slice(0, 5)}`),
             ]),
           );
         });
@@ -659,7 +709,8 @@ describe("shutting down while a streamed answer is under way over HTTP/1.1", () 
       expect(statusLines).toHaveLength(2);
       // The second answer, the pipelined request's: its own status, and the connection's end announced.
       const second = answers.slice(answers.lastIndexOf("HTTP/1.1 "));
-      expect(second).toMatch(/^HTTP\/1\.1 401 /);
+      expect(second).toMatch(/^HTTP\/1\.1 200 /);
+      expect(second).toMatch(/"valid":false/);
       expect(second).toMatch(/^connection: close\r$/im);
     } finally {
       await (closing ?? draining.close());

@@ -14,6 +14,7 @@ import { startTestServer, type TestServer } from "./helpers/server.js";
 
 let server: TestServer;
 let secret: string;
+let publishable: string;
 
 interface ErrorBody {
   success: false;
@@ -23,7 +24,9 @@ interface ErrorBody {
 
 beforeAll(async () => {
   server = await startTestServer({ config: { maxBodyBytes: 4096 } });
-  secret = server.createAccount().keys.test.secret;
+  const account = server.createAccount();
+  secret = account.keys.test.secret;
+  publishable = account.keys.test.publishable;
 });
 afterAll(() => server.close());
 
@@ -420,17 +423,38 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     expect(answer).toContain("no endpoint GET //evil/api/v1/cases");
   });
 
-  it("checks the key before the request's rules, but reads the message before the key", async () => {
+  it("checks the key before it reads the body: 401 without a valid key whatever the body holds, or however large it says it is", async () => {
     const post = (body: string, headers: Record<string, string> = {}) =>
       fetch(`${server.url}/api/v1/decide`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
-    // Rules (allowed values, required fields): the caller learns nothing before it is authenticated.
+    // Rules (allowed values, required fields), and bodies that are no request message at all: the caller
+    // learns nothing before it is authenticated, and costs the server no parse.
     for (const headers of [{}, { "x-api-key": "sk_test_nope" }] as Array<Record<string, string>>) {
-      for (const body of ['{"userId":"u","action":"bogus"}', "{}"]) {
+      for (const body of ['{"userId":"u","action":"bogus"}', "{}", '{"userId":1}', "not json", '{"nope":true}']) {
         expect((await post(body, headers)).status, `${body} ${JSON.stringify(headers)}`).toBe(401);
       }
+      expect((await post("{}", { ...headers, "content-type": "text/plain" })).status).toBe(401);
     }
-    // A body that is not the request message at all is refused first, as on every protocol.
-    const wrongType = await post('{"userId":1}');
+    // A publishable key where a secret one is needed: 403, its body unread too.
+    expect((await fetch(`${server.url}/api/v1/feedback`, { method: "POST", headers: { "x-api-key": publishable, "content-type": "application/json" }, body: "not json" })).status).toBe(403);
+    // A body declared over the limit, without a key: 401 at once, the body never read.
+    const oversized = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = http.request(`${server.url}/api/v1/decide`, { method: "POST", headers: { "content-type": "application/json", "content-length": String(50 * 4096) } });
+      req.on("response", (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (chunk: string) => (text += chunk));
+        res.on("end", () => {
+          req.destroy();
+          resolve({ status: res.statusCode ?? 0, body: text });
+        });
+      });
+      req.on("error", reject);
+      req.write("{");
+    });
+    expect(oversized.status).toBe(401);
+    expect((JSON.parse(oversized.body) as ErrorBody).error.code).toBe("UNAUTHORIZED");
+    // With a valid key, the body is read: one that is not the request message is 400 naming the field.
+    const wrongType = await post('{"userId":1}', { "x-api-key": secret });
     expect(wrongType.status).toBe(400);
     expect(((await wrongType.json()) as ErrorBody).error.details.fieldViolations).toEqual([{ field: "userId", description: "must be a string" }]);
   });

@@ -16,8 +16,10 @@ export interface CallContext {
   /** The end client's address (forwarded headers only from trusted proxies). */
   clientIp: string;
   protocol: Protocol;
-  /** Set by the auth interceptor when a valid key was presented. */
+  /** Set when a valid key was presented (admitCaller). */
   principal?: Principal;
+  /** Set once the caller was let through (admitCaller): the transport asked before reading the body. */
+  admitted?: true;
   /** Set when the call failed, so the REST gateway and metrics see the real error. */
   error?: ConnectError;
   /** performance.now() when the handler itself started, past the interceptors' checks (metrics: a timeout's blame). */

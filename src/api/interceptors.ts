@@ -5,7 +5,7 @@ import { parseKeyShape, type Permission } from "../auth/keys.js";
 import { clientNetwork } from "../engine/index.js";
 import type { Logger } from "../log.js";
 import { callContext, type CallContext } from "./context.js";
-import { contractOf } from "./contract.js";
+import { contractOf, type MethodContract } from "./contract.js";
 import { AtCapacityError, ERROR_CODE_HEADER, apiError, describeError, internalError, overloadError } from "./errors.js";
 import type { RateLimitCheck, RateLimitOutcome, RateLimiter } from "./rate-limiter.js";
 import type { RunningCalls } from "./running-calls.js";
@@ -143,21 +143,35 @@ export function checkPermissions(principal: Principal, permissions: readonly Per
   );
 }
 
-/** 401 without a valid key, 403 without the permission the RPC declares. */
-function authInterceptor(keys: KeyService): Interceptor {
-  return (next) => async (req) => {
-    const contract = contractOf(req.method);
-    if (!contract) return next(req);
-    const principal = authenticate(keys, req.header, contract.access.allowAnonymous);
-    if (!principal) return next(req);
-    callContext(req.contextValues).principal = principal;
+/**
+ * Lets the caller of `contract`'s operation through, or refuses it: 401 without a valid key (where one is
+ * needed), 403 for a secret key from a web page or a key without the permission. The principal goes in the
+ * call context (before a 403, so that the refusal's log line names the key). The transports the service owns
+ * (the REST gateway, the unary gRPC path) ask before they read the request's body: a caller without a key
+ * costs no body read or parse, and is told 401 whatever the body holds. The auth interceptor asks for every
+ * call, and lets one already admitted through.
+ */
+export function admitCaller(keys: KeyService, contract: MethodContract, headers: Headers, context: CallContext): void {
+  if (context.admitted) return;
+  const principal = authenticate(keys, headers, contract.access.allowAnonymous);
+  if (principal) {
+    context.principal = principal;
     // A browser names the page's origin; a secret key there is exposed to whoever loads the page. Refused on
     // every operation, those a page may call (decide, analyze, the status) included, so that the mistake shows
     // at once rather than in production (docs/api-decisions.md).
-    if (principal.kind === "secret" && req.header.has("origin")) {
+    if (principal.kind === "secret" && headers.has("origin")) {
       throw apiError("FORBIDDEN", "a secret key belongs on a server: this request comes from a web page (it has an Origin header), which must use a publishable key");
     }
-    if (!contract.access.allowAnonymous) checkPermissions(principal, contract.permissions, req.method.name);
+    if (!contract.access.allowAnonymous) checkPermissions(principal, contract.permissions, contract.method.name);
+  }
+  context.admitted = true;
+}
+
+/** 401 without a valid key, 403 without the permission the RPC declares (admitCaller). */
+function authInterceptor(keys: KeyService): Interceptor {
+  return (next) => async (req) => {
+    const contract = contractOf(req.method);
+    if (contract) admitCaller(keys, contract, req.header, callContext(req.contextValues));
     return next(req);
   };
 }

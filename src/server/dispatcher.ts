@@ -5,7 +5,7 @@ import type net from "node:net";
 import type { Duplex } from "node:stream";
 import { Code, ConnectError, createContextValues, type ConnectRouter } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
-import { codeToString } from "@connectrpc/connect/protocol-connect";
+import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { DecisionService } from "../../gen/fraud/v1/decision_pb.js";
 import { withCallContext, type CallContext, type Protocol } from "../api/context.js";
@@ -49,6 +49,9 @@ const GRPC_SERVER_FAULTS = new Set(["2", "13", "14", "15"]);
  */
 const SLOW_HANDLER_MS = 100;
 
+/** The request headers that say who calls (admitCaller): the key, and whether a web page sends it. */
+const ADMISSION_HEADERS = ["x-api-key", "authorization", "origin"];
+
 /**
  * The single entry point of every HTTP request on the port: diagnostics,
  * RPC paths (Connect, gRPC, gRPC-Web) and the REST gateway. It gives each
@@ -75,6 +78,8 @@ export class Dispatcher {
       health: HealthMonitor;
       logger: Logger;
       gauges: () => Record<string, { help: string; value: number }>;
+      /** Lets a call's caller through or throws its refusal, before the message is read (interceptors.ts admitCaller). */
+      admit: (contract: MethodContract, headers: Headers, context: CallContext) => void;
     },
   ) {
     for (const handler of router.handlers) this.rpcHandlers.set(handler.requestPath, handler);
@@ -172,6 +177,8 @@ export class Dispatcher {
         if (unary) {
           // Its failures are in the call context (the interceptors', and its own: protocolFailure).
           await this.grpcUnary.serve(unary, context, url.href);
+        } else if (!(await this.admittedRpc(req, res, context, rpc))) {
+          // Refused, its message unread.
         } else {
           const uReq = universalRequestFromNodeRequest(req, res, undefined, withCallContext(createContextValues(), context));
           const unwaitable = unwaitableDeadlineHeader(uReq.header);
@@ -219,7 +226,9 @@ export class Dispatcher {
           this.gateway.writeError(res, context, apiError("METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${pathname}; use ${match.allowed.join(" or ")}`));
         } else if (isRpcCall(req)) {
           route = "unmatched";
-          await this.answerUnknownRpc(req, res, context, pathname);
+          // Over Connect 404, as its router answers a path it does not serve.
+          const unknown = new ConnectError(`no RPC method ${pathname.slice(1)} on this server (list them with server reflection)`, Code.Unimplemented);
+          await this.refuseRpc(req, res, context, unknown, 404);
         } else if (pathname === EVENT_STREAM_PATH) {
           // Its upgrades never get here (listener.ts).
           route = `${methodLabel(req.method)} ${pathname}`;
@@ -246,13 +255,39 @@ export class Dispatcher {
   }
 
   /**
-   * An RPC client calling a method this server does not have gets UNIMPLEMENTED in its own protocol, which
-   * its library reads (a REST error envelope it could not): gRPC and gRPC-Web as a trailers-only answer,
-   * Connect as a 404 with its JSON error.
+   * Whether the caller of an RPC Connect serves (Connect, gRPC-Web, gRPC beside the unary path) is let through,
+   * asked before Connect reads its message, as the REST gateway and the unary gRPC path ask (admitCaller):
+   * else it is refused in its protocol, the message unread (refuseRpc). The auth interceptor then lets it by.
    */
-  private async answerUnknownRpc(req: NodeRequest, res: NodeResponse, context: CallContext, pathname: string): Promise<void> {
-    const message = `no RPC method ${pathname.slice(1)} on this server (list them with server reflection)`;
-    context.error = new ConnectError(message, Code.Unimplemented);
+  private async admittedRpc(req: NodeRequest, res: NodeResponse, context: CallContext, rpc: UniversalHandler): Promise<boolean> {
+    const contract = contractOf(rpc.method);
+    if (contract === undefined) return true;
+    const headers = new Headers();
+    for (const name of ADMISSION_HEADERS) {
+      const value = req.headers[name];
+      if (typeof value === "string") headers.set(name, value);
+    }
+    try {
+      this.deps.admit(contract, headers, context);
+      return true;
+    } catch (error) {
+      await this.refuseRpc(req, res, context, ConnectError.from(error));
+      return false;
+    }
+  }
+
+  /**
+   * An RPC call refused before its message is read (a method this server does not have, a caller not let
+   * through) gets the error in its own protocol, which its library reads (a REST error envelope it could not):
+   * gRPC and gRPC-Web as a trailers-only answer, Connect as its JSON error under `connectStatus` (by default
+   * the HTTP status Connect gives the code: 401 for UNAUTHENTICATED). The error's metadata (the service's
+   * error code) goes with it.
+   */
+  private async refuseRpc(req: NodeRequest, res: NodeResponse, context: CallContext, error: ConnectError, connectStatus = codeToHttpStatus(error.code)): Promise<void> {
+    context.error = error;
+    const message = error.rawMessage;
+    const metadata: Record<string, string> = {};
+    error.metadata.forEach((value, name) => (metadata[name] = value));
     const contentType = req.headers["content-type"] ?? "";
     context.protocol = rpcProtocol(contentType);
     // What the client sends is dropped. Over HTTP/2 the answer goes at once, and the stream is closed after it
@@ -268,7 +303,7 @@ export class Dispatcher {
       });
     }
     if (contentType.startsWith("application/grpc")) {
-      const status = { "grpc-status": String(Code.Unimplemented), "grpc-message": encodeGrpcMessage(message) };
+      const status = { ...metadata, "grpc-status": String(error.code), "grpc-message": encodeGrpcMessage(message) };
       if (contentType.startsWith("application/grpc-web")) {
         // gRPC-Web reads no HTTP trailers, on either HTTP version: a trailers-only answer, the status in the headers.
         res.writeHead(200, { "content-type": contentType, ...status });
@@ -280,8 +315,8 @@ export class Dispatcher {
       res.end();
       return;
     }
-    res.writeHead(404, { "content-type": "application/json" });
-    res.end(JSON.stringify({ code: "unimplemented", message }));
+    res.writeHead(connectStatus, { ...metadata, "content-type": "application/json" });
+    res.end(JSON.stringify({ code: codeToString(error.code), message }));
   }
 
   /** A refusal in Connect's unary error format (`{code, message}`), with the service's error code and request id. */

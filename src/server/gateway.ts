@@ -54,6 +54,8 @@ export type RouteMatch =
 
 export interface RestGatewayOptions {
   maxBodyBytes: number;
+  /** Lets the caller through or throws its refusal (interceptors.ts admitCaller), before the body is read. */
+  admit: (contract: MethodContract, headers: Headers, context: CallContext) => void;
   /** The router's JSON options, so REST writes what Connect JSON writes. */
   jsonOptions: Partial<JsonWriteOptions>;
 }
@@ -116,8 +118,14 @@ export class RestGateway {
   async serve(match: Extract<RouteMatch, { kind: "route" }>, req: NodeRequest, res: NodeResponse, context: CallContext, url: URL): Promise<void> {
     const { route } = match;
     const { method } = route;
+    const header = new Headers();
+    for (const name of FORWARDED_HEADERS) {
+      const value = req.headers[name];
+      if (typeof value === "string") header.set(name, value);
+    }
     let message;
     try {
+      this.options.admit(route.contract, header, context);
       const input = await this.readInput(route, match.params, req, url);
       message = decodeInput(method.input, input);
     } catch (error) {
@@ -130,11 +138,6 @@ export class RestGateway {
     res.once("close", () => {
       if (!res.writableEnded) abort.abort();
     });
-    const header = new Headers();
-    for (const name of FORWARDED_HEADERS) {
-      const value = req.headers[name];
-      if (typeof value === "string") header.set(name, value);
-    }
     let response: UnaryResponse;
     try {
       // REST has no deadline header: the call's signal is the client's going away.

@@ -14,6 +14,7 @@ import {
   setTrailerStatus,
 } from "@connectrpc/connect/protocol-grpc";
 import type { CallContext } from "../api/context.js";
+import { contractOf, type MethodContract } from "../api/contract.js";
 import { protocolFailure } from "../api/interceptors.js";
 import { MAX_TIMER_MS } from "../clock.js";
 import type { UnaryInvoker } from "../api/unary-invoker.js";
@@ -36,6 +37,8 @@ interface UnaryCall {
 export interface GrpcUnaryOptions {
   /** The largest message accepted, as Connect's router's readMaxBytes. */
   readMaxBytes: number;
+  /** Lets the caller through or throws its refusal (interceptors.ts admitCaller), before the message is read. */
+  admit: (contract: MethodContract, headers: Headers, context: CallContext) => void;
 }
 
 /**
@@ -81,11 +84,13 @@ export class GrpcUnaryPath {
       const timeout = parseTimeout(headerValue(req.headers[headerTimeout.toLowerCase()]), MAX_TIMEOUT_MS);
       if (timeout.error) throw timeout.error;
       if (timeout.timeoutMs !== undefined) deadline.start(timeout.timeoutMs);
-      const message = decodeOne(method, await deadline.race(readBody(req, this.options.readMaxBytes + ENVELOPE_HEADER_BYTES, () => tooLarge(this.options.readMaxBytes))), this.options.readMaxBytes);
       const requestHeader = new Headers();
       for (const [name, value] of Object.entries(req.headers)) {
         if (!name.startsWith(":") && typeof value === "string") requestHeader.set(name, value);
       }
+      const contract = contractOf(method);
+      if (contract) this.options.admit(contract, requestHeader, context);
+      const message = decodeOne(method, await deadline.race(readBody(req, this.options.readMaxBytes + ENVELOPE_HEADER_BYTES, () => tooLarge(this.options.readMaxBytes))), this.options.readMaxBytes);
       // The deadline aborts the call's signal, which the innermost interceptor (RunningCalls) answers as
       // every protocol's: the race is needed here only for the message, read before the interceptors.
       const response = await this.invoker.invoke({
