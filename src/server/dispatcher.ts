@@ -177,9 +177,8 @@ export class Dispatcher {
         if (unary) {
           // Its failures are in the call context (the interceptors', and its own: protocolFailure).
           await this.grpcUnary.serve(unary, context, url.href);
-        } else if (!(await this.admittedRpc(req, res, context, rpc))) {
-          // Refused, its message unread.
-        } else {
+        } else if (await this.admittedRpc(req, res, context, rpc)) {
+          // (Else it was refused, its message unread.)
           const uReq = universalRequestFromNodeRequest(req, res, undefined, withCallContext(createContextValues(), context));
           const unwaitable = unwaitableDeadlineHeader(uReq.header);
           if (unwaitable !== undefined) uReq.header.delete(unwaitable);
