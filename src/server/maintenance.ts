@@ -2,7 +2,7 @@ import type { Clock } from "../clock.js";
 import type { Logger } from "../log.js";
 
 /** How often the background maintenance runs. */
-export const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
+const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
 
 /** One kind of rows deleted once past their time: `prune` deletes them a step at a time (store/prune-steps.ts). */
 export interface PruneTask {
