@@ -493,6 +493,32 @@ describe("a challenge the user passed", () => {
     const after = await decide(key, abroad);
     expect(after.decision).toBe("allow");
   });
+
+  it("learns nothing from a legitimate label its sender is less than half sure of, and waits for a sure one", async () => {
+    const agency = server.createAccount("Unsure agency");
+    const key = agency.keys.live.secret;
+    const policy = await call<{ id: string }>(key, "POST", "/api/v1/policies", {
+      name: "Step up on the unknown",
+      status: "active",
+      priority: 100,
+      rules: [{ condition: "signals.history.newCountry || signals.history.newDevice", action: "challenge" }],
+    });
+    expect(policy.status).toBe(201);
+    const home = { userId: "hesitant", action: "login", ...HUMAN_DESKTOP, ip: "81.2.69.160", deviceId: "dev-home" };
+    expect((await decide(key, home)).decision).toBe("allow");
+    clock.advance(2 * DAY);
+    const abroad = { ...home, action: "purchase", amount: 50, currency: "EUR", ip: "1.128.0.1", deviceId: "dev-unknown" };
+    const challenged = await decide(key, abroad);
+    expect(challenged.decision).toBe("challenge");
+    // "Maybe legitimate": the device and country stay unknown (an attacker's device would otherwise be the user's for good).
+    expect((await feedback(key, { decisionId: challenged.decisionId, actualOutcome: "legitimate", confidence: 0.1 })).status).toBe(200);
+    expect((await decide(key, abroad)).decision).toBe("challenge");
+    // A sure label later teaches it, once.
+    expect((await feedback(key, { decisionId: challenged.decisionId, actualOutcome: "valid", confidence: 0.9 })).status).toBe(200);
+    const profile = server.app.db.prepare("SELECT amounts FROM user_profiles WHERE account_id = ? AND user_id = ?").get(agency.account.id, "hesitant") as { amounts: string };
+    expect(JSON.parse(profile.amounts)).toEqual({ EUR: { count: 1, max: 50, mean: 50 } });
+    expect((await decide(key, abroad)).decision).toBe("allow");
+  });
 });
 
 describe("learning from a stream of labels", () => {

@@ -20,12 +20,23 @@ export function isFraudOutcome(outcome: ActualOutcome): boolean {
   return IS_FRAUD[outcome];
 }
 
-/** The confidence from which a fraud label marks the decision's entities (graph, automatic deny lists, consortium). */
-const MARKING_CONFIDENCE = 0.5;
+/**
+ * The confidence from which a label has the lasting effects beyond the weights: a fraud label marks the
+ * decision's entities (graph, automatic deny lists, consortium), a legitimate one teaches the user's profile.
+ */
+export const SURE_CONFIDENCE = 0.5;
 
 /** Whether a label marks its decision's entities as fraud: a fraud outcome the client is at least half sure of. */
 export function marksEntities(label: { actualOutcome: ActualOutcome; confidence: number }): boolean {
-  return isFraudOutcome(label.actualOutcome) && label.confidence >= MARKING_CONFIDENCE;
+  return isFraudOutcome(label.actualOutcome) && label.confidence >= SURE_CONFIDENCE;
+}
+
+/**
+ * Whether a label says, surely enough to teach the user's profile, that the decision's request was the user's
+ * own: a legitimate outcome the client is at least half sure of. A profile keeps what it learns for good.
+ */
+export function teachesProfile(label: { actualOutcome: ActualOutcome; confidence: number }): boolean {
+  return !isFraudOutcome(label.actualOutcome) && label.confidence >= SURE_CONFIDENCE;
 }
 
 /** The other labels: the decision's request was the user's own. */

@@ -28,7 +28,7 @@ import type { ListRepository } from "../store/lists.js";
 import type { Tenant } from "../store/tenant.js";
 import type { WeightsRepository } from "../store/weights.js";
 import type { ActualOutcome, Decision } from "../webhooks/events.js";
-import { NOT_FRAUD_OUTCOMES, adjustWeights, isFraudOutcome, marksEntities, totalShift, weightChanges } from "./learning.js";
+import { NOT_FRAUD_OUTCOMES, SURE_CONFIDENCE, adjustWeights, marksEntities, teachesProfile, totalShift, weightChanges } from "./learning.js";
 
 /** Optimistic-locking attempts of the weight update (spec part 8). */
 export const WEIGHT_UPDATE_ATTEMPTS = 3;
@@ -138,9 +138,8 @@ export class FeedbackProcessor {
     const categoryScores = scoreSignals(evidence.signals, DEFAULT_WEIGHTS).categoryScores;
     // Only the categories that had data for the decision learn from its label: one that measured nothing called nothing.
     const judged = categoriesJudged(evidence.signals);
-    const fraud = isFraudOutcome(input.actualOutcome);
     // Entities are marked only by a fraud label the client is at least half sure of: an unsure one (confidence
-    // below MARKING_CONFIDENCE) moves the weights in proportion, and marks nobody, in the graph, the automatic
+    // below SURE_CONFIDENCE) moves the weights in proportion, and marks nobody, in the graph, the automatic
     // deny lists or the consortium.
     const marks = marksEntities(input);
 
@@ -173,8 +172,14 @@ export class FeedbackProcessor {
           const listed = marks && !(previous && marksEntities(previous)) ? this.addToAutomaticLists(tenant, entities, now) : [];
           // Only allowed decisions teach the user's profile as they are made (store/history.ts). One the user
           // proves legitimate afterwards (a challenge passed) teaches it now: once, whatever labels came between.
-          // A later fraud label does not take the lesson back: the profile keeps no record of what taught it.
-          if (!fraud && decision.decision !== "allow" && !feedback.everLabelled(tenant, decision.id, NOT_FRAUD_OUTCOMES)) {
+          // A later fraud label does not take the lesson back: the profile keeps no record of what taught it. So,
+          // as for marking entities, only a label the client is at least half sure of teaches: a "maybe
+          // legitimate" would make a device or country the user's for good.
+          if (
+            teachesProfile(input) &&
+            decision.decision !== "allow" &&
+            !feedback.everLabelled(tenant, decision.id, NOT_FRAUD_OUTCOMES, SURE_CONFIDENCE)
+          ) {
             this.deps.history.learn(tenant, lessonOf(decision.userId, entities, evidence), decision.createdAt);
           }
           feedback.insert(tenant, {

@@ -42,17 +42,21 @@ export class FeedbackRepository {
     this.latestStmt = db.prepare<[string, string, string], FeedbackRow>(
       "SELECT * FROM feedback WHERE account_id = ? AND environment = ? AND decision_id = ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
     );
-    this.labelledWithStmt = db.prepare<[string, string, string, string], { one: number }>(
-      "SELECT 1 AS one FROM feedback WHERE account_id = ? AND environment = ? AND decision_id = ? AND actual_outcome IN (SELECT value FROM json_each(?)) LIMIT 1",
+    this.labelledWithStmt = db.prepare<[string, string, string, string, number], { one: number }>(
+      `SELECT 1 AS one FROM feedback WHERE account_id = ? AND environment = ? AND decision_id = ?
+         AND actual_outcome IN (SELECT value FROM json_each(?)) AND confidence >= ? LIMIT 1`,
     );
     this.movedWeightsStmt = db.prepare<[string, string, string], { one: number }>(
       "SELECT 1 AS one FROM feedback WHERE account_id = ? AND environment = ? AND decision_id = ? AND weights_version_after > weights_version_before LIMIT 1",
     );
   }
 
-  /** Whether the decision was ever labelled with one of these outcomes (its history, not only its current label). */
-  everLabelled(tenant: Tenant, decisionId: string, outcomes: readonly string[]): boolean {
-    return this.labelledWithStmt.get(tenant.accountId, tenant.environment, decisionId, JSON.stringify(outcomes)) !== undefined;
+  /**
+   * Whether the decision was ever labelled with one of these outcomes, with at least this confidence (its
+   * history, not only its current label).
+   */
+  everLabelled(tenant: Tenant, decisionId: string, outcomes: readonly string[], minConfidence = 0): boolean {
+    return this.labelledWithStmt.get(tenant.accountId, tenant.environment, decisionId, JSON.stringify(outcomes), minConfidence) !== undefined;
   }
 
   /** Whether a label of the decision has moved the account's weights. */
