@@ -666,6 +666,27 @@ describe("the fraud graph", () => {
     expect(entries("auto_devices")).toEqual([{ value: "dev_k1", expiresAt: null }]);
   });
 
+  it("takes the label stored last as the decision's label, even when the clock stepped back in between", async () => {
+    const shop = server.createAccount("Shop with a stepping clock");
+    const key = shop.keys.live.secret;
+    expect((await call(key, "PUT", "/api/v1/lists/auto_devices", { kind: "device", type: "deny", automatic: true })).status).toBe(201);
+    const made = await decide(key, { userId: "k2", action: "login", deviceId: "dev_k2", ip: "81.2.69.62", ...HUMAN_DESKTOP });
+    await feedback(key, { decisionId: made.decisionId, actualOutcome: "fraud" });
+    expect((await call<{ data: { removed: number } }>(key, "POST", "/api/v1/lists/auto_devices/remove", { values: ["dev_k2"] })).body.data.removed).toBe(1);
+    // The system clock is set back a minute (a time server's correction): the labels that follow are still the latest.
+    clock.advance(-60_000);
+    try {
+      await feedback(key, { decisionId: made.decisionId, actualOutcome: "legitimate" });
+      // A fraud label after a legitimate one is news again: it adds.
+      const again = await feedback(key, { decisionId: made.decisionId, actualOutcome: "fraud" });
+      expect(again.body.data.graphUpdated).toBe(true);
+      const entries = server.app.db.prepare("SELECT value FROM list_entries WHERE account_id = ? AND list_name = 'auto_devices'").all(shop.account.id);
+      expect(entries).toEqual([{ value: "dev_k2" }]);
+    } finally {
+      clock.advance(60_000);
+    }
+  });
+
   it("puts back an automatic entry that expired (not yet pruned) and denies by it at once", async () => {
     const shop = server.createAccount("Returning shop");
     const key = shop.keys.live.secret;

@@ -39,8 +39,10 @@ export class FeedbackRepository {
       `INSERT INTO feedback VALUES (@id, @accountId, @environment, @decisionId, @actualOutcome, @confidence, @notes,
          @weightsVersionBefore, @weightsVersionAfter, @adjustments, @createdAt)`,
     );
+    // The latest is the one stored last (rows are never deleted, so rowid grows with every insert), not the one
+    // with the latest time: a clock set back between two labels must not make the earlier one current again.
     this.latestStmt = db.prepare<[string, string, string], FeedbackRow>(
-      "SELECT * FROM feedback WHERE account_id = ? AND environment = ? AND decision_id = ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
+      "SELECT * FROM feedback WHERE account_id = ? AND environment = ? AND decision_id = ? ORDER BY rowid DESC LIMIT 1",
     );
     this.labelledWithStmt = db.prepare<[string, string, string, string, number], { one: number }>(
       `SELECT 1 AS one FROM feedback WHERE account_id = ? AND environment = ? AND decision_id = ?
