@@ -242,7 +242,10 @@ function describeParseError(error: unknown): { message: string; offset: number |
   if (!(error instanceof Error)) return { message: String(error), offset: null };
   // The recursive-descent parser runs out of stack on thousands of nested parentheses; brackets are limited
   // before it runs (shape.ts), and this guards whatever else of its grammar recurses.
-  if (error instanceof RangeError) return { message: "the condition is nested too deeply", offset: null };
+  if (isStackOverflow(error)) return { message: "the condition is nested too deeply", offset: null };
+  // Its string literals decode escapes with String.fromCodePoint, which throws a RangeError of its own on a
+  // bad one ('\x', '\u', '\U0011FFFF'): a mistake in the literal, not nesting.
+  if (error instanceof RangeError) return { message: `invalid escape sequence in a string literal (${error.message})`, offset: null };
   const raw = "rawMessage" in error && typeof error.rawMessage === "string" ? error.rawMessage : error.message;
   const location = "location" in error ? error.location : undefined;
   const start =
@@ -252,6 +255,11 @@ function describeParseError(error: unknown): { message: string; offset: number |
       ? start.offset
       : null;
   return { message: raw, offset };
+}
+
+/** The RangeError V8 throws when the stack runs out, rather than one a function threw for a bad argument. */
+function isStackOverflow(error: unknown): boolean {
+  return error instanceof RangeError && /call stack/i.test(error.message);
 }
 
 /** The parser places some operators on the blank before them; point at the operator itself. */

@@ -284,6 +284,14 @@ describe("refused conditions", () => {
     expect(refusal("score > 1\n  && ) ").position?.line).toBe(2);
   });
 
+  it("reports a bad escape in a string literal as such, not as nesting", () => {
+    // The parser decodes escapes with String.fromCodePoint, whose RangeError is no stack overflow.
+    for (const condition of ["email == '\\x'", "email == '\\u'", "email == '\\U0011FFFF'"]) {
+      expect(refusal(condition).message).toMatch(/^syntax error: invalid escape sequence in a string literal \(Invalid code point/);
+    }
+    expect(matches("email == '\\x41'", { email: "A" })).toBe(true);
+  });
+
   it("refuses unknown actions and statuses, every error at once", () => {
     const errors = errorsOf(
       policy(
