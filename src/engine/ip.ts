@@ -76,11 +76,15 @@ const ABOVE_IPV4_MASK = ~0xffffffffn & ((1n << 128n) - 1n);
 const IPV4_MAPPED_PREFIX = 0xffffn << 32n;
 const NAT64_PREFIX = 0x64ff9bn << 96n;
 
-/** Parses an IPv4 or IPv6 address (an IPv6 zone id such as %eth0 is ignored); null when invalid. */
+/**
+ * Parses an IPv4 or IPv6 address (an IPv6 zone id such as %eth0 is ignored); null when invalid. Only IPv6
+ * has zones (RFC 4007), and one is never empty: `10.0.0.1%eth0` and `fe80::1%` are no addresses.
+ */
 export function parseIp(input: string): ParsedIp | null {
   const trimmed = input.trim();
   const zoneIndex = trimmed.indexOf("%");
   const address = zoneIndex === -1 ? trimmed : trimmed.slice(0, zoneIndex);
+  if (zoneIndex !== -1 && (zoneIndex === trimmed.length - 1 || isIP(address) !== 6)) return null;
   const version = isIP(address);
   if (version === 4) return ipv4(parseIpv4(address));
   if (version === 6) {

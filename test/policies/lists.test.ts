@@ -186,6 +186,10 @@ describe("ListSnapshot", () => {
     expect(normalizeListEntry("ip", "64:ff9b::/96")).toBe("64:ff9b::/96");
     expect(normalizeListEntry("ip", "64:ff9b::5102:4500/120")).toBe("64:ff9b::5102:4500/120");
     expect(normalizeListEntry("ip", "10.0.0.256")).toBeNull();
+    // A zone belongs to an IPv6 address and names something: an IPv4 address or an empty zone is no IP.
+    expect(normalizeListEntry("ip", "fe80::1%eth0")).toBe("fe80::1");
+    for (const notAnIp of ["10.0.0.1%eth0", "10.0.0.0%x/8", "fe80::1%", "fe80::1%/64"]) expect(normalizeListEntry("ip", notAnIp), notAnIp).toBeNull();
+    expect(ListSnapshot.build([{ name: "ips", kind: "ip", entries: ["10.0.0.1"] }]).contains("ips", "10.0.0.1%x")).toBe(false);
     expect(normalizeListEntry("user", "  ")).toBeNull();
     // User and device ids are kept as decide compares them: exactly.
     expect(normalizeListEntry("user", " alice ")).toBe(" alice ");
