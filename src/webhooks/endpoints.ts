@@ -63,6 +63,15 @@ function auditView(endpoint: StoredEndpoint): AuditFields["data"] {
 }
 
 /**
+ * The updatedAt of a change to `current`: now, but always later than its last one, so that every change moves
+ * it, even one in the same millisecond (or after the clock stepped back). A 410 tells by it whether the endpoint
+ * changed while the attempt was under way (disableGone).
+ */
+function laterThan(current: StoredEndpoint, now: number): number {
+  return Math.max(now, current.updatedAt + 1);
+}
+
+/**
  * Managing webhook endpoints: every change is checked (the SSRF guard on URLs)
  * and written together with its audit entry in one transaction.
  */
@@ -103,7 +112,7 @@ export class WebhookEndpoints {
         events: change.events ?? current.events,
         status: change.status ?? current.status,
         description: change.description ?? current.description,
-        updatedAt: this.clock.now(),
+        updatedAt: laterThan(current, this.clock.now()),
       };
       this.endpoints.save(tenant, updated);
       // A 410 disables an endpoint on the service's own initiative; the audit log tells the two apart.
@@ -116,7 +125,8 @@ export class WebhookEndpoints {
       if (current?.status !== "enabled") return "already-disabled";
       // Changed since the attempt read it (moved to another URL, re-enabled, its secret rotated): the 410 may
       // speak for an address it no longer uses, and the delivery is tried again as it is now.
-      if (current.updatedAt !== attempted.updatedAt || current.url !== attempted.url) return "changed";
+      // updatedAt moves on every change (laterThan), even one made in the millisecond the attempt read it in.
+      if (current.updatedAt !== attempted.updatedAt || current.url !== attempted.url || current.secret !== attempted.secret) return "changed";
       this.updateTx(tenant, "system", attempted.id, { status: "disabled" });
       return "disabled";
     });
@@ -130,7 +140,7 @@ export class WebhookEndpoints {
       const current = this.endpoints.get(tenant, id);
       if (!current) return undefined;
       const secret = generateSigningSecret();
-      const updated: StoredEndpoint = { ...current, secret, updatedAt: this.clock.now() };
+      const updated: StoredEndpoint = { ...current, secret, updatedAt: laterThan(current, this.clock.now()) };
       this.endpoints.save(tenant, updated);
       entry(tenant, actor, "webhook.updated", updated, { secretRotated: true });
       return { endpoint: updated, secret };

@@ -373,6 +373,30 @@ describe("HTTP delivery", () => {
     expect((await api(keys.test.secret, "GET", "/api/v1/audit-logs?action=webhook.disabled")).json.data.entries).toEqual([]);
   });
 
+  it("does not disable an endpoint whose secret was rotated, or that was disabled and re-enabled, while a delivery was getting its 410, even within the same millisecond", async () => {
+    const { keys } = server.createAccount();
+    const { endpoint } = await createEndpoint(keys.test.secret, { url: receiver.url, events: ["decision.allow"] });
+    const path = `/api/v1/webhooks/endpoints/${endpoint.id}`;
+    receiver.requests.length = 0;
+    // The manual clock stands still: the changes come in the millisecond the endpoint was read in.
+    receiver.replies.push(
+      { status: 410, beforeReplying: () => api(keys.test.secret, "POST", `${path}/rotate-secret`, {}) },
+      {
+        status: 410,
+        beforeReplying: async () => {
+          await api(keys.test.secret, "PATCH", path, { status: "disabled" });
+          await api(keys.test.secret, "PATCH", path, { status: "enabled" });
+        },
+      },
+    );
+    await decide(keys.test.secret, false);
+    await drain();
+    expect(receiver.requests).toHaveLength(3);
+    expect((await api(keys.test.secret, "GET", path)).json.data.status).toBe("enabled");
+    expect((await api(keys.test.secret, "GET", "/api/v1/dead-letters")).json.data.count).toBe(0);
+    expect((await api(keys.test.secret, "GET", "/api/v1/audit-logs?action=webhook.disabled")).json.data.entries).toEqual([]);
+  });
+
   it("dead-letters at once an answer that will never change (400), and signs retries with a rotated secret", async () => {
     const { keys } = server.createAccount();
     const { endpoint, secret } = await createEndpoint(keys.test.secret, { url: receiver.url, events: ["decision.allow"] });
