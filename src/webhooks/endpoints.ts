@@ -75,8 +75,8 @@ function laterThan(current: StoredEndpoint, now: number): number {
  * Managing webhook endpoints: every change is checked (the SSRF guard on URLs)
  * and written together with its audit entry in one transaction.
  */
-/** What a 410 did to its endpoint: disabled it, found it disabled already, or found it changed since the attempt. */
-export type GoneOutcome = "disabled" | "already-disabled" | "changed";
+/** What a 410 did to its endpoint: disabled it, found it disabled already, deleted, or changed since the attempt. */
+export type GoneOutcome = "disabled" | "already-disabled" | "deleted" | "changed";
 
 export class WebhookEndpoints {
   private readonly createTx;
@@ -122,7 +122,8 @@ export class WebhookEndpoints {
     });
     this.disableTx = db.transaction((tenant: Tenant, attempted: StoredEndpoint): GoneOutcome => {
       const current = this.endpoints.get(tenant, attempted.id);
-      if (current?.status !== "enabled") return "already-disabled";
+      if (!current) return "deleted";
+      if (current.status !== "enabled") return "already-disabled";
       // Changed since the attempt read it (moved to another URL, re-enabled, its secret rotated): the 410 may
       // speak for an address it no longer uses, and the delivery is tried again as it is now.
       // updatedAt moves on every change (laterThan), even one made in the millisecond the attempt read it in.

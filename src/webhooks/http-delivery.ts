@@ -82,6 +82,8 @@ export function registerHttpDelivery(deps: HttpDeliveryDeps): void {
         return { kind: "dead", error: `${step.reason}: ${step.detail}` };
       case "disable-endpoint": {
         const gone = deps.endpoints.disableGone(task.tenant, endpoint);
+        // Deleted meanwhile: like any delivery of a deleted endpoint, it ends here.
+        if (gone === "deleted") return { kind: "done" };
         if (gone === "changed") return { kind: "retry", at: clock.now(), error: `HTTP 410 from ${endpoint.url}, before the endpoint was changed` };
         if (gone === "disabled") deps.logger.log("warn", "webhook endpoint answered 410 Gone and was disabled", { endpointId: endpoint.id });
         return { kind: "dead", error: "HTTP 410: the endpoint is gone and was disabled" };

@@ -458,6 +458,17 @@ describe("HTTP delivery", () => {
     }
   }, 20_000);
 
+  it("drops a delivery whose endpoint was deleted while it was getting its 410, instead of dead-lettering it as disabled", async () => {
+    const { keys } = server.createAccount();
+    const { endpoint } = await createEndpoint(keys.test.secret, { url: receiver.url, events: ["decision.allow"] });
+    receiver.requests.length = 0;
+    receiver.replies.push({ status: 410, beforeReplying: () => api(keys.test.secret, "DELETE", `/api/v1/webhooks/endpoints/${endpoint.id}`) });
+    await decide(keys.test.secret, false);
+    await drain();
+    expect(receiver.requests).toHaveLength(1);
+    expect((await api(keys.test.secret, "GET", "/api/v1/dead-letters")).json.data.count).toBe(0);
+  });
+
   it("drops the deliveries of a deleted endpoint", async () => {
     const { keys } = server.createAccount();
     const { endpoint } = await createEndpoint(keys.test.secret, { url: receiver.url, events: ["decision.allow"] });
