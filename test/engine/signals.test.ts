@@ -366,6 +366,23 @@ describe("store signals", () => {
     expect(pay(regular, 9_500).firstHighValue).toBe(false);
   });
 
+  it("judge the thresholds by the amounts, not by the ratios rounded for display", () => {
+    const pay = (amount: number, stats: { count: number; max: number; mean: number }) =>
+      computeStoreSignals(
+        { ...cleanDesktopLogin(), action: "purchase", amount, currency: "GBP" },
+        { ...knownUserSnapshot(), amountHistory: { GBP: stats } },
+        fast(),
+        NOW_MS,
+      ).amount;
+    // 29,999 is under 3 × 10,000 though its ratio shows as 3 (2.9999 to 3 decimals).
+    expect(pay(29_999, { count: 5, max: 10_000, mean: 10_000 })).toMatchObject({ ratioToMax: 3, spike: false, aboveUsual: false });
+    expect(pay(30_000, { count: 5, max: 10_000, mean: 10_000 })).toMatchObject({ ratioToMax: 3, spike: true });
+    // Likewise the large jump after one payment (10 ×) and the user's average (3 ×).
+    expect(pay(99_999, { count: 1, max: 10_000, mean: 10_000 })).toMatchObject({ ratioToMax: 10, spike: false });
+    expect(pay(29_999, { count: 5, max: 20_000, mean: 10_000 })).toMatchObject({ ratioToMean: 3, aboveUsual: false });
+    expect(pay(30_000, { count: 5, max: 20_000, mean: 10_000 })).toMatchObject({ ratioToMean: 3, aboveUsual: true });
+  });
+
   it("keep the amount's ratios finite, whatever the amounts (JSON has no Infinity)", () => {
     const snapshot = { ...knownUserSnapshot(), amountHistory: { USD: { count: 4, max: 1e-300, mean: 1e-300 } } };
     const signals = computeStoreSignals({ ...cleanDesktopLogin(), action: "purchase", amount: 1e10, currency: "USD" }, snapshot, fast(), NOW_MS);

@@ -188,9 +188,12 @@ function amountSignals(input: EngineInput, snapshot: HistorySnapshot): AmountSig
     value !== null && reference > 0 ? Math.min(Math.round((value / reference) * 1000) / 1000, MAX_AMOUNT_RATIO) : null;
   const ratioToMax = ratio(stats.max);
   const ratioToMean = ratio(stats.mean);
+  // Thresholds compare the amounts themselves: the ratios are rounded to 3 decimals for display, and 2.9999
+  // shown as 3 is not three times the reference.
+  const atLeast = (factor: number, reference: number): boolean => value !== null && reference > 0 && value >= factor * reference;
   const enoughHistory = stats.count >= MIN_AMOUNT_HISTORY;
   const spikeRatio = enoughHistory ? AMOUNT_SPIKE_RATIO : AMOUNT_JUMP_RATIO;
-  const spike = stats.count > 0 && ratioToMax !== null && ratioToMax >= spikeRatio;
+  const spike = stats.count > 0 && atLeast(spikeRatio, stats.max);
   const paidBefore = Object.values(snapshot.amountHistory).some((other) => other.count > 0);
   const account = snapshot.accountAmounts;
   const accountTypical =
@@ -205,7 +208,7 @@ function amountSignals(input: EngineInput, snapshot: HistorySnapshot): AmountSig
     ratioToMax,
     ratioToMean,
     spike,
-    aboveUsual: enoughHistory && !spike && ratioToMean !== null && ratioToMean >= AMOUNT_UNUSUAL_RATIO,
+    aboveUsual: enoughHistory && !spike && atLeast(AMOUNT_UNUSUAL_RATIO, stats.mean),
     newCurrency: value !== null && stats.count === 0 && paidBefore,
     accountTypical,
     firstHighValue: !enoughHistory && !spike && value !== null && accountTypical !== null && value >= FIRST_HIGH_VALUE_RATIO * accountTypical,
