@@ -383,6 +383,16 @@ describe("store signals", () => {
     expect(pay(30_000, { count: 5, max: 20_000, mean: 10_000 })).toMatchObject({ ratioToMean: 3, aboveUsual: true });
   });
 
+  it("judge a first high-value purchase by the account's typical payment itself, however small", () => {
+    // Gold by the troy ounce: the account's payments are typically 0.0001 XAU, which shows as 0 to 3 decimals.
+    const snapshot = { ...knownUserSnapshot(), amountHistory: {}, accountAmounts: { count: 40, logMean: Math.log(0.0001) } };
+    const pay = (amount: number) =>
+      computeStoreSignals({ ...cleanDesktopLogin(), action: "purchase", amount, currency: "XAU" }, snapshot, fast(), NOW_MS).amount;
+    expect(pay(0.0002).firstHighValue).toBe(false);
+    expect(pay(0).firstHighValue).toBe(false);
+    expect(pay(0.001).firstHighValue).toBe(true);
+  });
+
   it("keep the amount's ratios finite, whatever the amounts (JSON has no Infinity)", () => {
     const snapshot = { ...knownUserSnapshot(), amountHistory: { USD: { count: 4, max: 1e-300, mean: 1e-300 } } };
     const signals = computeStoreSignals({ ...cleanDesktopLogin(), action: "purchase", amount: 1e10, currency: "USD" }, snapshot, fast(), NOW_MS);

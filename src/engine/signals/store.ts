@@ -196,8 +196,9 @@ function amountSignals(input: EngineInput, snapshot: HistorySnapshot): AmountSig
   const spike = stats.count > 0 && atLeast(spikeRatio, stats.max);
   const paidBefore = Object.values(snapshot.amountHistory).some((other) => other.count > 0);
   const account = snapshot.accountAmounts;
-  const accountTypical =
-    value !== null && account !== null && account.count >= MIN_ACCOUNT_PAYMENTS ? Math.round(Math.exp(account.logMean) * 1000) / 1000 : null;
+  const typical = value !== null && account !== null && account.count >= MIN_ACCOUNT_PAYMENTS ? Math.exp(account.logMean) : null;
+  // Rounded for display only: a typical payment under 0.0005 shows as 0, and every amount is at least 5 × 0.
+  const accountTypical = typical === null ? null : Math.round(typical * 1000) / 1000;
   return {
     available: true,
     value,
@@ -211,7 +212,7 @@ function amountSignals(input: EngineInput, snapshot: HistorySnapshot): AmountSig
     aboveUsual: enoughHistory && !spike && atLeast(AMOUNT_UNUSUAL_RATIO, stats.mean),
     newCurrency: value !== null && stats.count === 0 && paidBefore,
     accountTypical,
-    firstHighValue: !enoughHistory && !spike && value !== null && accountTypical !== null && value >= FIRST_HIGH_VALUE_RATIO * accountTypical,
+    firstHighValue: !enoughHistory && !spike && typical !== null && atLeast(FIRST_HIGH_VALUE_RATIO, typical),
   };
 }
 
