@@ -1,7 +1,7 @@
 // The fast path of one evaluation: in-memory signals and their score. The engine threads run it for every
 // evaluation; the request thread runs it too, as the answer of last resort when the pool is late (engine.ts),
 // over the same shared reference tables. Both therefore compute exactly the same outcome.
-import { computeFastSignals, mergeSignals, scoreSignals, type FastSignals, type ReferenceData } from "../engine/index.js";
+import { computeFastSignals, mergeSignals, paymentOf, scoreSignals, type FastSignals, type ReferenceData } from "../engine/index.js";
 import type { EngineOutcome, EngineTask } from "./engine-types.js";
 
 /** The Tor and datacenter lists can change while the service runs; look at most once a second. */
@@ -25,7 +25,8 @@ export class FastPath {
   /** The fast path's whole outcome: its signals scored, the store categories marked unavailable. */
   outcome(task: EngineTask): EngineOutcome {
     const started = performance.now();
-    const signals = mergeSignals(this.signals(task), null, { denylisted: task.denylisted });
+    // A payment's amount category applies though the store did not answer: it counts for coverage, without data.
+    const signals = mergeSignals(this.signals(task), null, { denylisted: task.denylisted }, paymentOf(task.input));
     const result = scoreSignals(signals, task.weights);
     return { signals, result, fastPathMs: performance.now() - started, comprehensivePathMs: 0 };
   }

@@ -36,17 +36,19 @@ const NOT_LISTED: ListSignals = Object.freeze({ denylisted: false });
 /**
  * The full signals object. Without store signals (the comprehensive path
  * failed, timed out or was skipped) the store categories are present but
- * neutral with available = false, and coverage is "partial".
+ * neutral with available = false, and coverage is "partial"; `payment` is
+ * then the request's (paymentOf), which keeps the amount category applicable.
  */
 export function mergeSignals(
   fastSignals: FastSignals,
   storeSignals: StoreSignals | null,
   lists: ListSignals = NOT_LISTED,
+  payment: { amount: number; currency: string } | null = null,
 ): Signals {
   return {
     coverage: storeSignals === null ? "partial" : "full",
     ...fastSignals,
-    ...(storeSignals ?? unavailableStoreSignals()),
+    ...(storeSignals ?? unavailableStoreSignals(payment)),
     lists: { ...lists },
   };
 }

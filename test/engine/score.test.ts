@@ -17,6 +17,7 @@ import {
 import type { CategoryWeights, EngineInput, HistorySnapshot, ReasonCode, Signals } from "../../src/engine/index.js";
 import { cleanDesktopLogin, cleanIphoneLogin, knownUserSnapshot, NOW_MS, TOR_BULK_EXIT_LIST, USER_AGENTS } from "./fixtures.js";
 import { RISK_MUTATIONS } from "./risk-mutations.js";
+import { FastPath } from "../../src/decisions/fast-path.js";
 import { seededRandom } from "../helpers/random.js";
 import { canonicalJson } from "../../src/canonical-json.js";
 import { writeFileSync } from "node:fs";
@@ -227,6 +228,19 @@ describe("properties", () => {
     // A request without browser data covers less than one with it.
     const bare = scoreSignals(mergeSignals(computeFastSignals({ userId: "u", action: "login", ip: "8.8.8.8", userAgent: USER_AGENTS.windowsChrome }, data, NOW_MS), null), DEFAULT_WEIGHTS);
     expect(bare.confidence).toBeLessThan(partial.confidence);
+  });
+
+  it("counts a payment's amount as missing data when the fast path answers alone", () => {
+    const fastPath = new FastPath(data);
+    const outcome = (input: EngineInput) =>
+      fastPath.outcome({ mode: "fast", tenant: { accountId: "acc_1", environment: "test" }, input, entities: { userId: input.userId, ip: "", deviceId: "", email: "" }, nowMs: NOW_MS, weights: DEFAULT_WEIGHTS, denylisted: false });
+    const login = outcome(cleanDesktopLogin());
+    const payment = outcome({ ...cleanDesktopLogin(), action: "purchase", amount: 60, currency: "GBP" });
+    // network, device, behaviour and e-mail (0.58) of all eight categories for a payment; of all but amount for a login.
+    expect(login.result.coverage).toBe(0.63);
+    expect(payment.result.coverage).toBe(0.58);
+    expect(payment.result.confidence).toBeLessThan(login.result.confidence);
+    expect(payment.signals.amount).toMatchObject({ available: false, value: 60, currency: "GBP", spike: false });
   });
 
   it("is less confident when categories disagree", () => {

@@ -77,8 +77,12 @@ function neutralConsortiumSignals(): ConsortiumSignals {
   return { available: false, matches: 0, indicatorTypes: [] };
 }
 
-/** Store categories when the comprehensive path did not run: present, neutral, available = false. */
-export function unavailableStoreSignals(): StoreSignals {
+/**
+ * Store categories when the comprehensive path did not run: present, neutral, available = false. A payment's
+ * amount and currency are still shown: the request had an amount, so the amount category counts for
+ * coverage, without data.
+ */
+export function unavailableStoreSignals(payment: { amount: number; currency: string } | null = null): StoreSignals {
   return {
     velocity: {
       available: false,
@@ -96,8 +100,8 @@ export function unavailableStoreSignals(): StoreSignals {
     },
     amount: {
       available: false,
-      value: null,
-      currency: "",
+      value: payment?.amount ?? null,
+      currency: payment?.currency ?? "",
       historyCount: 0,
       historyMax: 0,
       historyMean: 0,
