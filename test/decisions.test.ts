@@ -390,6 +390,12 @@ describe("POST /api/v1/analyze", () => {
     expect(risky.body.riskReasons).toContain("TOR_EXIT");
     const bare = await analyze(acme.keys.test.secret, { action: "login", ip: UK_IP });
     expect(bare.body.signalCoverage).toBe("minimal");
+    // A user agent of spaces is none: the engine reads it as missing, and coverage says so too.
+    const blankAgent = await analyze(acme.keys.test.secret, { action: "login", ip: UK_IP, ...HUMAN_DESKTOP, userAgent: "   " });
+    expect(blankAgent.body.riskReasons).toContain("MISSING_USER_AGENT");
+    expect(blankAgent.body.signalCoverage).toBe("partial");
+    const onlyBlankAgent = await analyze(acme.keys.test.secret, { action: "login", ip: UK_IP, userAgent: "   " });
+    expect(onlyBlankAgent.body.signalCoverage).toBe("minimal");
   });
 
   it("creates no decision record, audit entry or case", async () => {

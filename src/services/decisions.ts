@@ -350,7 +350,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
         // The band says how risky; a rule of the account's own that challenged or denied says so too.
         hasElevatedRisk: hasElevatedRisk(riskLevel) || (evaluation !== undefined && decidedByOwnPolicy(evaluation) && decision !== "allow"),
         riskReasons: reasons.filter((reason) => reason !== "LOW_RISK"),
-        signalCoverage: analyzeCoverage(request, outcome.signals),
+        signalCoverage: analyzeCoverage(outcome.signals),
         processingTimeMs: round3(performance.now() - started),
         decisionId,
       };
@@ -377,11 +377,12 @@ function replay(storedHash: string, requestHash: string, response: Uint8Array) {
 
 /**
  * full: the network, the user agent and the device were all there to read;
- * minimal: neither user agent nor device; partial: anything in between.
+ * minimal: neither user agent nor device; partial: anything in between. Judged
+ * by what the engine read: a user agent of spaces is none (MISSING_USER_AGENT).
  */
-function analyzeCoverage(request: AnalyzeRequest, signals: Signals): "full" | "partial" | "minimal" {
-  const hasAgent = request.userAgent !== "";
-  const hasDevice = request.device !== undefined;
+function analyzeCoverage(signals: Signals): "full" | "partial" | "minimal" {
+  const hasAgent = signals.userAgent.present;
+  const hasDevice = signals.device.present;
   if (!hasAgent && !hasDevice) return "minimal";
   return hasAgent && hasDevice && signals.network.valid ? "full" : "partial";
 }
