@@ -334,6 +334,15 @@ describe("store signals", () => {
     expect(computeStoreSignals(other, snapshot, fast(), NOW_MS).history.newDevice).toBe(true);
   });
 
+  it("do not know a user whose profile holds no location, device or country", () => {
+    // An allowed decide from a private address (no country) without a device id: a profile with nothing in it.
+    const empty = { ...EMPTY_HISTORY_SNAPSHOT, previousDecision: { atMs: NOW_MS - 3_600_000, country: "" } };
+    const history = computeStoreSignals(cleanDesktopLogin(), empty, fast(), NOW_MS).history;
+    expect(history).toMatchObject({ userKnown: false, newDevice: false, previousCountry: "", secondsSincePrevious: null });
+    const located = { ...empty, previousDecision: { atMs: NOW_MS - 3_600_000, country: "GB" } };
+    expect(computeStoreSignals(cleanDesktopLogin(), located, fast(), NOW_MS).history).toMatchObject({ userKnown: true, newDevice: true, secondsSincePrevious: 3600 });
+  });
+
   it("compare the amount with the user's history in that currency", () => {
     const snapshot = knownUserSnapshot(); // GBP: 12 payments, max 180, mean 64
     const amountFor = (amount: number, currency: string) =>

@@ -226,7 +226,9 @@ function historySignals(
   fastSignals: FastSignals,
   nowMs: number,
 ): HistorySignals {
-  const previous = snapshot.previousDecision;
+  // The last location is that of a decision whose IP had a country; a profile begun by one without (a private
+  // address) has none yet, and a user whose profile holds no location, device or country is not known.
+  const previous = snapshot.previousDecision !== null && snapshot.previousDecision.country !== "" ? snapshot.previousDecision : null;
   const userKnown = previous !== null || snapshot.knownDeviceIds.length > 0 || snapshot.knownCountries.length > 0;
   const deviceId = input.deviceId ?? "";
   const country = fastSignals.geo.country;
