@@ -45,6 +45,17 @@ describe("user profile", () => {
     const next = decide({ deviceId: "dev-nina", country: "GB", at: located + 23 * HOUR + 5 * 60_000 });
     expect(next.previousDecision).toEqual({ atMs: located, country: "AU" });
   });
+
+  it("takes an earlier decision labelled legitimate as the last location when the profile has none", () => {
+    const omar = { userId: "omar", ip: "", email: "" };
+    const at = start + 40 * HOUR;
+    // Allowed from a private address (no country): the profile begins without a location.
+    decide({ ...omar, deviceId: "dev-omar", country: "", at });
+    // A challenge from Britain an hour before, which feedback then labels legitimate, teaches the profile.
+    db.transaction(() => history.learn(tenant, { userId: "omar", deviceId: "dev-omar", country: "GB", amount: undefined, currency: "" }, at - HOUR))();
+    const next = decide({ ...omar, deviceId: "dev-omar", country: "GB", at: at + HOUR });
+    expect(next.previousDecision).toEqual({ atMs: at - HOUR, country: "GB" });
+  });
 });
 
 describe("distinct users of a device over the sliding day", () => {

@@ -313,7 +313,8 @@ export class HistoryRepository {
       };
     }
     // The last location is the latest decision whose IP has a country: travel is measured from there, and from then.
-    const located = profile === undefined || (lesson.country !== "" && at >= profile.last_decision_at);
+    // A profile begun without a country has no location yet, so any lesson with one, even an earlier one, is it.
+    const located = profile === undefined || (lesson.country !== "" && (profile.last_country === "" || at >= profile.last_decision_at));
     this.saveProfileStmt.run({
       accountId,
       environment,
