@@ -464,10 +464,13 @@ describe("POST /api/v1/feedback", () => {
 });
 
 describe("a challenge the user passed", () => {
-  it("teaches the user's profile once labelled legitimate, so the next request from there is not new", async () => {
-    const traveller = server.createAccount("Travel agency");
-    const key = traveller.keys.live.secret;
-    // Challenge whoever comes from a new country or on a new device.
+  /**
+   * An account that challenges whoever comes from a new country or on a new device, and a user of it known at
+   * home, challenged two days later paying from abroad on another device.
+   */
+  async function challengedAbroad(accountName: string, userId: string, deviceId: string) {
+    const account = server.createAccount(accountName);
+    const key = account.keys.live.secret;
     const policy = await call<{ id: string }>(key, "POST", "/api/v1/policies", {
       name: "Step up on the unknown",
       status: "active",
@@ -475,12 +478,17 @@ describe("a challenge the user passed", () => {
       rules: [{ condition: "signals.history.newCountry || signals.history.newDevice", action: "challenge" }],
     });
     expect(policy.status).toBe(201);
-    const home = { userId: "globetrotter", action: "login", ...HUMAN_DESKTOP, ip: "81.2.69.160", deviceId: "dev-home" };
+    const home = { userId, action: "login", ...HUMAN_DESKTOP, ip: "81.2.69.160", deviceId: "dev-home" };
     expect((await decide(key, home)).decision).toBe("allow");
     clock.advance(2 * DAY);
-    const abroad = { ...home, action: "purchase", amount: 50, currency: "EUR", ip: "1.128.0.1", deviceId: "dev-hotel" };
+    const abroad = { ...home, action: "purchase", amount: 50, currency: "EUR", ip: "1.128.0.1", deviceId };
     const challenged = await decide(key, abroad);
     expect(challenged.decision).toBe("challenge");
+    return { account, key, abroad, challenged };
+  }
+
+  it("teaches the user's profile once labelled legitimate, so the next request from there is not new", async () => {
+    const { account: traveller, key, abroad, challenged } = await challengedAbroad("Travel agency", "globetrotter", "dev-hotel");
     // Not passed yet: still new.
     expect((await decide(key, abroad)).decision).toBe("challenge");
     const labelled = await feedback(key, { decisionId: challenged.decisionId, actualOutcome: "legitimate" });
@@ -495,21 +503,7 @@ describe("a challenge the user passed", () => {
   });
 
   it("learns nothing from a legitimate label its sender is less than half sure of, and waits for a sure one", async () => {
-    const agency = server.createAccount("Unsure agency");
-    const key = agency.keys.live.secret;
-    const policy = await call<{ id: string }>(key, "POST", "/api/v1/policies", {
-      name: "Step up on the unknown",
-      status: "active",
-      priority: 100,
-      rules: [{ condition: "signals.history.newCountry || signals.history.newDevice", action: "challenge" }],
-    });
-    expect(policy.status).toBe(201);
-    const home = { userId: "hesitant", action: "login", ...HUMAN_DESKTOP, ip: "81.2.69.160", deviceId: "dev-home" };
-    expect((await decide(key, home)).decision).toBe("allow");
-    clock.advance(2 * DAY);
-    const abroad = { ...home, action: "purchase", amount: 50, currency: "EUR", ip: "1.128.0.1", deviceId: "dev-unknown" };
-    const challenged = await decide(key, abroad);
-    expect(challenged.decision).toBe("challenge");
+    const { account: agency, key, abroad, challenged } = await challengedAbroad("Unsure agency", "hesitant", "dev-unknown");
     // "Maybe legitimate": the device and country stay unknown (an attacker's device would otherwise be the user's for good).
     expect((await feedback(key, { decisionId: challenged.decisionId, actualOutcome: "legitimate", confidence: 0.1 })).status).toBe(200);
     expect((await decide(key, abroad)).decision).toBe("challenge");
