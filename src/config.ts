@@ -40,6 +40,11 @@ export interface Config {
 }
 
 const DEFAULT_MAX_BODY_BYTES = 256 * 1024;
+/**
+ * The largest body limit the protocol libraries take (connect-es refuses a readMaxBytes above 2^32 - 1 when the
+ * router is built, after the data directory is open): refused here, naming the variable, like any other setting.
+ */
+const MAX_BODY_BYTES_LIMIT = 4_294_967_295;
 /** Engine threads at most: each holds its own heap and SQLite connection. */
 const MAX_ENGINE_THREADS = 64;
 
@@ -91,7 +96,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     port: integer(env, "PORT", 8080, 0, 65_535),
     host: env.HOST || "0.0.0.0",
     dataDir: path.resolve(env.FRAUD_DATA_DIR || "./data"),
-    maxBodyBytes: integer(env, "FRAUD_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, 1024),
+    maxBodyBytes: integer(env, "FRAUD_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, 1024, MAX_BODY_BYTES_LIMIT),
     rateLimitOverrides,
     trustedProxies: trustedRanges(env, "FRAUD_TRUSTED_PROXIES"),
     shutdownGraceMs: integer(env, "FRAUD_SHUTDOWN_GRACE_MS", 10_000, 0, MAX_TIMER_MS),

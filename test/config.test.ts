@@ -8,7 +8,12 @@ describe("loadConfig", () => {
     for (const value of ["0x50", "1e3", " 19402", "19402 ", "0b1", "+80", "-1", "80.5", "abc", "70000"]) {
       expect(() => loadConfig({ PORT: value }), value).toThrow(`PORT must be a decimal integer from 0 to 65535, got "${value}"`);
     }
-    expect(() => loadConfig({ FRAUD_MAX_BODY_BYTES: "1e6" })).toThrow(/FRAUD_MAX_BODY_BYTES must be a decimal integer of at least 1024/);
+    expect(() => loadConfig({ FRAUD_MAX_BODY_BYTES: "1e6" })).toThrow(/FRAUD_MAX_BODY_BYTES must be a decimal integer from 1024 to 4294967295/);
     expect(loadConfig({ FRAUD_MAX_BODY_BYTES: "1000000" }).maxBodyBytes).toBe(1_000_000);
+  });
+
+  it("refuses a body limit the protocol libraries cannot take, instead of failing later with an [internal] error", () => {
+    expect(loadConfig({ FRAUD_MAX_BODY_BYTES: "4294967295" }).maxBodyBytes).toBe(4_294_967_295);
+    expect(() => loadConfig({ FRAUD_MAX_BODY_BYTES: "4294967296" })).toThrow('FRAUD_MAX_BODY_BYTES must be a decimal integer from 1024 to 4294967295, got "4294967296"');
   });
 });
