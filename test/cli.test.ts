@@ -174,6 +174,7 @@ describe("fraudctl against a running server", () => {
       [["dlq", "list", "--account", account, "--env", "live", "extra"], /dlq list takes no IDs, got extra/],
       [["consortium", "show", "--account", account, "--env", "live", "--key", "x"], /consortium show does not take --key/],
       [["consortium", "disable", "--account", account, "--env", "live", "--json"], /consortium disable does not take --json/],
+      [["dlq", "replay", "dlq_1", "--account", account, "--env", "live", "--limit", "5", "--json"], /dlq replay does not take --limit, --json/],
       [["consortium", "set", "--account", account, "--env", "live"], /consortium set needs --key KEY/],
       // What parseArgs refuses: an unknown option, an option without its value, an argument none takes.
       [["accounts", "list", "--bogus"], /Unknown option '--bogus'/],

@@ -383,6 +383,12 @@ function publicKeyFile(file: string): KeyObject {
 /** The largest int32, the type of the API's page parameters. */
 const INT32_MAX = 2 ** 31 - 1;
 
+/** The options each dlq action takes. */
+const DLQ_OPTIONS: Record<Action<"dlq">, readonly string[]> = {
+  list: ["account", "env", "limit", "offset", "json"],
+  replay: ["account", "env"],
+};
+
 function dlqCommand(action: Action<"dlq">, args: string[], db: Db, accounts: AccountRepository, clock: Clock, io: CliIo): number {
   const { values, positionals } = parseArgs({
     args,
@@ -397,6 +403,9 @@ function dlqCommand(action: Action<"dlq">, args: string[], db: Db, accounts: Acc
     strict: true,
   });
   if (action === "list" && positionals.length > 0) throw new UsageError(`dlq list takes no IDs, got ${positionals.join(" ")}`);
+  // Paging and --json are list's: `replay --json` would otherwise print text in silence.
+  const foreign = Object.keys(values).filter((name) => !DLQ_OPTIONS[action].includes(name));
+  if (foreign.length > 0) throw new UsageError(`dlq ${action} does not take ${foreign.map((name) => `--${name}`).join(", ")}`);
   const tenant = tenantOption(`dlq ${action ?? ""}`.trim(), values, accounts);
   // The CLI only reads and re-queues rows: the server's runner carries the replayed tasks out.
   const outbox = new Outbox(db, clock, silentLogger);
