@@ -336,8 +336,10 @@ function auditCommand(action: Action<"audit">, args: string[], store: SqliteAudi
     let expectedHead: { seq: number; hash: string } | undefined;
     if (values["expected-head"] !== undefined) {
       const match = /^([1-9][0-9]*):([0-9a-f]{64})$/.exec(values["expected-head"]);
-      if (!match) throw new UsageError("--expected-head must be SEQ:HASH, as printed by a previous verify");
-      expectedHead = { seq: Number(match[1]), hash: match[2] as string };
+      // A seq past 2^53 - 1 would be read as another number, and the log checked against a head nobody recorded.
+      const seq = match ? parseDecimalInteger(match[1] as string, 1, Number.MAX_SAFE_INTEGER) : undefined;
+      if (!match || seq === undefined) throw new UsageError("--expected-head must be SEQ:HASH, as printed by a previous verify");
+      expectedHead = { seq, hash: match[2] as string };
     }
     // One read transaction: the chain, the policies and their entries as of one moment, so that a policy saved
     // while the command runs (its row and its entry commit together) is never seen half.

@@ -284,6 +284,14 @@ describe("fraudctl audit", () => {
     }
   }, 60_000);
 
+  it("refuses a recorded head whose seq no entry can have, as a wrong argument", async () => {
+    // 2^53 + 1 reads as 2^53: the head checked would not be the one typed.
+    const result = await runFraudctl(["audit", "verify", "--expected-head", `9007199254740993:${"a".repeat(64)}`], env);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/--expected-head must be SEQ:HASH/);
+    expect(result.stdout).toBe("");
+  }, 30_000);
+
   it("detects a cut tail against a recorded head", async () => {
     const verified = await runFraudctl(["audit", "verify"], env);
     const head = /head: (\d+:[0-9a-f]{64})/.exec(verified.stdout)?.[1] ?? "";
