@@ -90,8 +90,8 @@ describe("RateLimiter (sliding log)", () => {
     const clock = new ManualClock(0);
     const limiter = new RateLimiter(clock, 3);
     // ip0 is dropped when the fourth identity arrives: its next call starts a new log.
-    for (let i = 0; i < 10; i++) expect(limiter.consume([{ name: "analyze", key: `ip${i}`, limit: 1_000_000, windowMs: 60_000 }]).allowed).toBe(true);
-    const check = [{ name: "analyze", key: "ip0", limit: 1, windowMs: 60_000 }];
+    for (let i = 0; i < 10; i++) expect(limiter.consume([{ name: "analyze", key: `ip${i}`, limit: 1_000_000, windowMs: 60_000, evictable: true }]).allowed).toBe(true);
+    const check = [{ name: "analyze", key: "ip0", limit: 1, windowMs: 60_000, evictable: true }];
     expect(limiter.consume(check).allowed).toBe(true);
     expect(limiter.consume(check).allowed).toBe(false);
     clock.advance(60_000);
@@ -101,14 +101,28 @@ describe("RateLimiter (sliding log)", () => {
   it("keeps counting an identity that goes on calling while a flood of new ones passes its cap", () => {
     const clock = new ManualClock(0);
     const limiter = new RateLimiter(clock, 100);
-    const limited = [{ name: "analyze", key: "busy", limit: 2, windowMs: 60_000 }];
+    const limited = [{ name: "analyze", key: "busy", limit: 2, windowMs: 60_000, evictable: true }];
     expect(limiter.consume(limited).allowed).toBe(true);
     expect(limiter.consume(limited).allowed).toBe(true);
     for (let i = 0; i < 5_000; i++) {
-      limiter.consume([{ name: "analyze", key: `flood${i}`, limit: 30, windowMs: 60_000 }]);
+      limiter.consume([{ name: "analyze", key: `flood${i}`, limit: 30, windowMs: 60_000, evictable: true }]);
       // Still refused: its calls are used too recently to be the ones forgotten.
       if (i % 50 === 0) expect(limiter.consume(limited).allowed, `after ${i + 1} new identities`).toBe(false);
     }
+  });
+
+  it("never forgets a key's or an account's count to make room for client networks past its cap", () => {
+    // Client networks are an unbounded set (an IPv6 /48 holds 65,536 /64s): a flood of them must not reset the
+    // count of a key or an account that has used up its quota and waits, which would let it escape its limit.
+    const clock = new ManualClock(0);
+    const limiter = new RateLimiter(clock, 3);
+    const daily = [{ name: "feedback_daily", key: "acct_a/live", limit: 2, windowMs: 86_400_000 }];
+    expect(limiter.consume(daily).allowed).toBe(true);
+    expect(limiter.consume(daily).allowed).toBe(true);
+    expect(limiter.consume(daily).allowed).toBe(false);
+    for (let i = 0; i < 20; i++) limiter.consume([{ name: "analyze", key: `acct_b/live/2001:db8:0:${i.toString(16)}::/64`, limit: 30, windowMs: 60_000, evictable: true }]);
+    clock.advance(3_600_000);
+    expect(limiter.consume(daily).allowed).toBe(false);
   });
 
   it("counts a call only when every rule admits it", () => {

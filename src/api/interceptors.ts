@@ -202,7 +202,8 @@ function rateLimitInterceptor(
       }
       if (key === undefined) continue;
       const limit = principal?.rateLimitOverrides[rule.name] ?? installationOverrides[rule.name] ?? rule.limit;
-      const check = { name: rule.name, key, limit, windowMs: rule.windowSeconds * 1000 };
+      // Only client networks may be forgotten past the limiter's cap: keys and accounts are as many as the operator made.
+      const check = { name: rule.name, key, limit, windowMs: rule.windowSeconds * 1000, evictable: rule.scope === RateLimitScope.CLIENT_IP };
       checks.push(check);
       if (!rule.countsRefused) refundable.push(check);
     }

@@ -8,6 +8,12 @@ export interface RateLimitCheck {
   key: string;
   limit: number;
   windowMs: number;
+  /**
+   * The identity is one of a set clients can grow at will (their networks): past `maxTrackedKeys` such
+   * identities it may be forgotten. Keys and accounts, which only the operator creates, are never forgotten
+   * while a call of theirs is in the window: a flood of new networks would otherwise reset their counts.
+   */
+  evictable?: boolean;
 }
 
 export interface RateLimitState {
@@ -49,6 +55,7 @@ class CallLog {
   constructor(
     readonly id: string,
     readonly windowMs: number,
+    readonly evictable: boolean,
   ) {}
 
   /** Forgets the calls that have left the window ending now. */
@@ -109,19 +116,23 @@ class CallLog {
  * calls it had in one window (never past the limit) and is given back when
  * none is left in it (the sweep drops the identity); time O(1) amortised.
  *
- * Past `maxTrackedKeys` identities, one is forgotten for each new one: the
- * oldest tracked that has not been used again since it was last passed over
- * (a second chance, as a CLOCK page cache gives one), so that a flood of new
- * identities costs O(1) a call and does not reset an identity that keeps
- * calling. The order is an array of its own: reordering a Map of this size
+ * Past `maxTrackedKeys` evictable identities (client networks), one of them
+ * is forgotten for each new one: the oldest tracked that has not been used
+ * again since it was last passed over (a second chance, as a CLOCK page cache
+ * gives one), so that a flood of new identities costs O(1) a call and does not
+ * reset an identity that keeps calling. Keys and accounts are not evictable:
+ * the operator bounds how many there are, and a flood of networks must not
+ * forget the count of one that used up its quota and waits for its window. The order is an array of its own: reordering a Map of this size
  * (delete and set again) costs tens of microseconds a time in V8.
  *
  * One instance serves every limit in the contract.
  */
 export class RateLimiter {
   private readonly logs = new Map<string, CallLog>();
-  /** Every tracked log, oldest first from `head`, and logs the sweep has dropped (skipped when reached, removed by the sweep). */
+  /** Every tracked evictable log, oldest first from `head`, and logs the sweep has dropped (skipped when reached, removed by the sweep). */
   private order: CallLog[] = [];
+  /** Evictable logs tracked (in `logs`): what `maxTrackedKeys` bounds. */
+  private evictableTracked = 0;
   private head = 0;
   private checksSinceSweep = 0;
 
@@ -173,9 +184,12 @@ export class RateLimiter {
     let log = this.logs.get(id);
     if (log) log.usedAgain = true;
     else {
-      log = new CallLog(id, check.windowMs);
+      log = new CallLog(id, check.windowMs, check.evictable ?? false);
       this.logs.set(id, log);
-      this.order.push(log);
+      if (log.evictable) {
+        this.order.push(log);
+        this.evictableTracked++;
+      }
     }
     log.prune(now);
     return log;
@@ -191,6 +205,7 @@ export class RateLimiter {
         if (log.size > 0) continue;
         this.logs.delete(id);
         log.dropped = true;
+        if (log.evictable) this.evictableTracked--;
         dropped++;
       }
       if (dropped > 0) {
@@ -198,7 +213,7 @@ export class RateLimiter {
         this.head = 0;
       }
     }
-    while (this.logs.size > this.maxTrackedKeys && this.head < this.order.length) {
+    while (this.evictableTracked > this.maxTrackedKeys && this.head < this.order.length) {
       const log = this.order[this.head++] as CallLog;
       if (log.dropped) continue;
       if (log.usedAgain) {
@@ -207,6 +222,7 @@ export class RateLimiter {
       } else {
         this.logs.delete(log.id);
         log.dropped = true;
+        this.evictableTracked--;
       }
     }
     if (this.head > 1_024 && this.head * 2 > this.order.length) {
