@@ -15,12 +15,26 @@ describe("decides in flight", () => {
     const other = inFlight.admit({ tenant, keys, userId: "u1", decisionId: "dec_C" });
     // One decide in flight before it, stored as dec_A or dec_B, whichever is.
     expect(other.counts.decisions.user).toEqual([["dec_A", "dec_B"]]);
-    // The first attempt fails: the retry, still in flight, is the decide the next one counts.
+    // The first attempt fails: the retry, still in flight, is the decide the next one counts (dec_A is never
+    // stored, so the group counts as one until dec_B is).
     first.release();
     const next = inFlight.admit({ tenant, keys, userId: "u1", decisionId: "dec_D" });
-    expect(next.counts.decisions.user).toEqual([["dec_B"], ["dec_C"]]);
+    expect(next.counts.decisions.user).toEqual([["dec_A", "dec_B"], ["dec_C"]]);
     for (const ticket of [retry, other, next]) ticket.release();
     expect(inFlight.admit({ tenant, keys, userId: "u1", decisionId: "dec_E" }).counts.decisions.user).toEqual([]);
+  });
+
+  it("keep naming the stored attempt of an Idempotency-Key while a retry of it is still in flight", () => {
+    // dec_A is stored (its counts are in the counters) and released; the retry dec_B, still in flight, will
+    // replay dec_A's answer and never be stored. A decide admitted now must be told dec_A with it: told dec_B
+    // alone, the engine finds it not stored and counts the one decide a second time.
+    const inFlight = new DecisionsInFlight();
+    const first = inFlight.admit({ tenant, keys, userId: "u1", decisionId: "dec_A", idempotencyKey: "order-1" });
+    const retry = inFlight.admit({ tenant, keys, userId: "u1", decisionId: "dec_B", idempotencyKey: "order-1" });
+    first.release();
+    expect(inFlight.admit({ tenant, keys, userId: "u1", decisionId: "dec_C" }).counts.decisions.user).toEqual([["dec_A", "dec_B"]]);
+    retry.release();
+    expect(inFlight.admit({ tenant, keys, userId: "u1", decisionId: "dec_D" }).counts.decisions.user).toEqual([["dec_C"]]);
   });
 
   it("keeps accounts and environments apart, and tells a decide the users of the others on its device", () => {

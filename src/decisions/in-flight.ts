@@ -62,11 +62,14 @@ export interface AdmittedDecide {
  *
  * The attempts of one Idempotency-Key in flight at once count as one decide:
  * one of them is stored and the others replay its answer (or, if the first
- * fails, a retry is the one stored).
+ * fails, a retry is the one stored). A group keeps the ids of its attempts
+ * until the last of them is released: the one stored, released first, must
+ * still be named beside the retries that will replay it, or the engine would
+ * count those as a decide not stored yet, on top of the stored one's counts.
  */
 export class DecisionsInFlight {
-  /** Per tenant and entity key, the decides in flight: their decision ids by attempt group. */
-  private readonly decisions = new Map<string, Map<string, Set<string>>>();
+  /** Per tenant and entity key, the decides in flight: their decision ids by attempt group, and how many of the group's attempts are not released. */
+  private readonly decisions = new Map<string, Map<string, { ids: Set<string>; live: number }>>();
   /** Their users per tenant and device or IP key, each with how many of its decides are in flight. */
   private readonly users = new Map<string, Map<string, number>>();
 
@@ -80,11 +83,13 @@ export class DecisionsInFlight {
       if (keys[kind] === "") continue;
       const key = scope + keys[kind];
       let groups = this.decisions.get(key);
-      if (groups) counts.decisions[kind] = newest([...groups].filter(([name]) => name !== group).map(([, ids]) => [...ids]));
+      if (groups) counts.decisions[kind] = newest([...groups].filter(([name]) => name !== group).map(([, { ids }]) => [...ids]));
       else this.decisions.set(key, (groups = new Map()));
-      const ids = groups.get(group);
-      if (ids) ids.add(decisionId);
-      else groups.set(group, new Set([decisionId]));
+      const attempts = groups.get(group);
+      if (attempts) {
+        attempts.ids.add(decisionId);
+        attempts.live++;
+      } else groups.set(group, { ids: new Set([decisionId]), live: 1 });
       decisionKeys.push(key);
     }
     const userKeys: string[] = [];
@@ -105,9 +110,9 @@ export class DecisionsInFlight {
         released = true;
         for (const key of decisionKeys) {
           const groups = this.decisions.get(key);
-          const ids = groups?.get(group);
-          ids?.delete(decisionId);
-          if (ids?.size === 0) groups?.delete(group);
+          const attempts = groups?.get(group);
+          // Its id stays while another attempt is in flight: stored, it is what that attempt replays.
+          if (attempts && --attempts.live === 0) groups?.delete(group);
           if (groups?.size === 0) this.decisions.delete(key);
         }
         for (const key of userKeys) {
