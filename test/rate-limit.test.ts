@@ -223,6 +223,20 @@ describe("rate limits over the API", () => {
     expect((await feedback()).headers.get("ratelimit")).toMatch(/^"feedback_hourly";r=48;/);
   });
 
+  it("tells a counted call that fails with a server error what is left, as it tells every other counted answer", async () => {
+    const { account, keys } = server.createAccount("Broken");
+    // The account's hashing key gone: analyze cannot derive the visitor id and fails inside its handler.
+    server.app.db.prepare("UPDATE accounts SET hash_key = NULL WHERE id = ?").run(account.id);
+    const res = await fetch(`${server.url}/api/v1/analyze`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": keys.live.publishable },
+      body: JSON.stringify({ action: "login" }),
+    });
+    expect(res.status).toBe(500);
+    expect(res.headers.get("ratelimit-policy")).toBe('"analyze";q=5;w=60');
+    expect(res.headers.get("ratelimit")).toMatch(/^"analyze";r=4;t=60$/);
+  });
+
   it("limits analyze per client IP within an account and environment, raised or lowered by FRAUD_ANALYZE_RATE_LIMIT, also over gRPC", async () => {
     const { keys } = server.createAccount();
     const other = server.createAccount().keys;

@@ -24,6 +24,11 @@ export interface CallContext {
   error?: ConnectError;
   /** performance.now() when the handler itself started, past the interceptors' checks (metrics: a timeout's blame). */
   handlerStartedAt?: number;
+  /**
+   * The RateLimit headers of a call a rate limit counted, for the error interceptor to put on the answer when
+   * the handler fails with a fault of the service (an error that carries no headers of its own).
+   */
+  rateLimitHeaders?: Array<[string, string]>;
   /** The error code of a refusal the RPC library made before any of the service's code ran (library-refusal.ts). */
   refusal?: string | undefined;
 }

@@ -54,6 +54,8 @@ function errorInterceptor(logger: Logger): Interceptor {
           error: raw instanceof Error ? (raw.stack ?? raw.message) : String(raw),
         });
         error = internalError(context.requestId, raw);
+        // Counted all the same: the answer says what is left, as every counted answer does.
+        for (const [name, value] of context.rateLimitHeaders ?? []) error.metadata.set(name, value);
       }
       error.metadata.set(REQUEST_ID_HEADER, context.requestId);
       context.error = error;
@@ -218,7 +220,9 @@ function rateLimitInterceptor(
       for (const [name, value] of headers) error.metadata.set(name, value);
       throw error;
     }
-    // The call counted: its answer says what is left, whether the handler succeeds or refuses it (404, 409).
+    // The call counted: its answer says what is left, whether the handler succeeds or refuses it (404, 409),
+    // or fails (500: the error interceptor adds them, as the fault carries no headers here).
+    context.rateLimitHeaders = headers;
     let res;
     try {
       res = await next(req);
