@@ -122,8 +122,9 @@ class CallLog {
  * gives one), so that a flood of new identities costs O(1) a call and does not
  * reset an identity that keeps calling. Keys and accounts are not evictable:
  * the operator bounds how many there are, and a flood of networks must not
- * forget the count of one that used up its quota and waits for its window. The order is an array of its own: reordering a Map of this size
- * (delete and set again) costs tens of microseconds a time in V8.
+ * forget the count of one that used up its quota and waits for its window.
+ * The order is an array of its own: reordering a Map of this size (delete and
+ * set again) costs tens of microseconds a time in V8.
  *
  * One instance serves every limit in the contract.
  */
