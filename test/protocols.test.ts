@@ -430,6 +430,56 @@ describe("a gRPC-Web client over HTTP/1.1 sending past the size limit", () => {
   });
 });
 
+describe("an RPC caller not let through over HTTP/1.1, its message over the size limit", () => {
+  /** Uploads `declared` bytes (chunked when `chunked`) without a key; resolves with the answer once the server closes the connection. */
+  const upload = (contentType: string, declared: number, chunked: boolean) =>
+    new Promise<{ head: string; body: string; written: number }>((resolve, reject) => {
+      const request = http.request({
+        host: "127.0.0.1",
+        port: new URL(server.url).port,
+        method: "POST",
+        path: "/fraud.v1.DecisionService/Decide",
+        headers: { "content-type": contentType, ...(chunked ? { "transfer-encoding": "chunked" } : { "content-length": String(declared) }) },
+      });
+      let written = 0;
+      let head = "";
+      let body = "";
+      request.on("response", (res) => {
+        head = `${res.statusCode} connection=${res.headers.connection} grpc-status=${res.headers["grpc-status"]} code=${res.headers["fraud-error-code"]}`;
+        res.setEncoding("latin1");
+        res.on("data", (text: string) => (body += text));
+      });
+      request.on("socket", (socket) => socket.once("close", () => resolve({ head, body, written })));
+      request.on("error", (error: NodeJS.ErrnoException) => {
+        if (error.code !== "EPIPE" && error.code !== "ECONNRESET") reject(error);
+      });
+      const chunk = Buffer.alloc(64 * 1024, 1);
+      const pump = () => {
+        while (written < declared && !request.destroyed) {
+          written += chunk.length;
+          if (!request.write(chunk)) {
+            request.once("drain", pump);
+            return;
+          }
+        }
+      };
+      pump();
+    });
+
+  it("is answered at once and its connection closed, rather than read to its end or to the request timeout", async () => {
+    const declared = 20 * 1024 * 1024;
+    // Declared over the limit: nothing of it is read (it was read to the request timeout, 30 s, and answered 408).
+    const connect = await upload("application/json", declared, false);
+    expect(connect.head).toBe("401 connection=close grpc-status=undefined code=UNAUTHORIZED");
+    expect(JSON.parse(connect.body)).toMatchObject({ code: "unauthenticated" });
+    expect(connect.written).toBeLessThan(declared / 2);
+    // Chunked: read up to the limit, no further.
+    const web = await upload("application/grpc-web+proto", declared, true);
+    expect(web.head).toBe(`200 connection=close grpc-status=${grpc.status.UNAUTHENTICATED} code=UNAUTHORIZED`);
+    expect(web.written).toBeLessThan(declared / 2);
+  }, 10_000);
+});
+
 describe("an HTTP/1.1 client that pipelines without reading its answers", () => {
   it("has its connection closed past 32 requests waiting for their answers, while a few pipelined ones are all answered", async () => {
     const pipeline = (count: number) =>

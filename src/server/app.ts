@@ -327,6 +327,7 @@ function assembleApp(options: AppOptions & { logger: Logger }, lock: DataDirecto
   const grpcUnary = new GrpcUnaryPath(invoker, { readMaxBytes: config.maxBodyBytes, admit });
   const dispatcher = new Dispatcher(router, gateway, grpcUnary, {
     admit,
+    maxBodyBytes: config.maxBodyBytes,
     clientIp: new ClientIpResolver(config.trustedProxies),
     metrics,
     health,

@@ -21,6 +21,7 @@ import type { ClientIpResolver } from "./client-ip.js";
 import { asClientFault, withGrpcMessageEncoding } from "./library-refusal.js";
 import { allowCrossOriginAnswer, allowsCrossOrigin, answerPreflight, preflightMethod } from "./cors.js";
 import { errorAnswer, rawErrorAnswer, type RestGateway } from "./gateway.js";
+import { dropBody } from "./request-body.js";
 import { requestUrl } from "./request-url.js";
 import { REQUEST_TIMEOUT_ANSWER, unreadableRequest } from "./unreadable-request.js";
 import { encodeGrpcMessage, type GrpcUnaryPath } from "./grpc-unary.js";
@@ -80,6 +81,8 @@ export class Dispatcher {
       gauges: () => Record<string, { help: string; value: number }>;
       /** Lets a call's caller through or throws its refusal, before the message is read (interceptors.ts admitCaller). */
       admit: (contract: MethodContract, headers: Headers, context: CallContext) => void;
+      /** The size limit of a request's body (FRAUD_MAX_BODY_BYTES): a refused one is not read past it. */
+      maxBodyBytes: number;
     },
   ) {
     for (const handler of router.handlers) this.rpcHandlers.set(handler.requestPath, handler);
@@ -293,13 +296,12 @@ export class Dispatcher {
     // (listener.ts): a streaming client (buf curl's reflection on a wrong base URL, a bidi call) may never end
     // its side, and would otherwise wait for the request timeout and read a reset instead of the status. Over HTTP/1.1 the
     // message is read first: an answer before the upload's end would leave the client blocked in it.
+    // A message declared, or found, over the size limit is read no further: the connection closes after the
+    // answer, as after a message over the limit from a caller let through (dropBody).
     if ("stream" in res) {
       req.resume();
-    } else if (!req.complete) {
-      await new Promise<void>((resolve) => {
-        req.on("data", () => undefined);
-        req.once("end", resolve).once("close", resolve).once("error", () => resolve());
-      });
+    } else if ((await dropBody(req, this.deps.maxBodyBytes)) === "over-limit") {
+      res.setHeader("connection", "close");
     }
     if (contentType.startsWith("application/grpc")) {
       const status = { ...metadata, "grpc-status": String(error.code), "grpc-message": encodeGrpcMessage(message) };

@@ -63,3 +63,33 @@ export function readBody(req: Readable, limit: number, tooLarge: () => Error): P
     req.on("data", onData).on("end", onEnd).on("error", onError).on("close", onClose);
   });
 }
+
+/** How dropping a refused request's body ended (dropBody). */
+export type DroppedBody = "ended" | "over-limit" | "gone";
+
+/**
+ * Drops the rest of an HTTP/1.1 request's body that was refused before it was read (a caller not let
+ * through), as it comes, so that the requests pipelined behind it stay readable. A body declared, or found,
+ * over `limit` bytes is not worth reading, from a caller the service does not serve least of all: reading
+ * stops there ("over-limit") and the caller closes the connection after its answer, as after a 413. "gone":
+ * the client closed the request first.
+ */
+export function dropBody(req: Readable & { readonly complete: boolean; readonly headers: Record<string, string | string[] | undefined> }, limit: number): Promise<DroppedBody> {
+  if (req.complete) return Promise.resolve("ended");
+  if (Number(req.headers["content-length"] ?? NaN) > limit) return Promise.resolve("over-limit");
+  return new Promise((resolve) => {
+    let size = 0;
+    const settle = (outcome: DroppedBody) => {
+      req.off("data", onData).off("end", onEnd).off("error", onGone).off("close", onGone);
+      if (outcome === "over-limit") req.pause();
+      resolve(outcome);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) settle("over-limit");
+    };
+    const onEnd = () => settle("ended");
+    const onGone = () => settle("gone");
+    req.on("data", onData).on("end", onEnd).on("error", onGone).on("close", onGone);
+  });
+}
