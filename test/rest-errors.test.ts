@@ -459,6 +459,65 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     expect(((await wrongType.json()) as ErrorBody).error.details.fieldViolations).toEqual([{ field: "userId", description: "must be a string" }]);
   });
 
+  it("reads no more of a refused HTTP/1.1 body than the size limit, and keeps a connection whose refused body was small", async () => {
+    /** Uploads `declared` bytes without a key (chunked when `chunked`); resolves once the server closes the connection. */
+    const upload = (declared: number, chunked: boolean) =>
+      new Promise<{ status: number; connection: string | undefined; written: number }>((resolve, reject) => {
+        const req = http.request(`${server.url}/api/v1/decide`, {
+          method: "POST",
+          headers: { "content-type": "application/json", ...(chunked ? { "transfer-encoding": "chunked" } : { "content-length": String(declared) }) },
+        });
+        let status = 0;
+        let connection: string | undefined;
+        let written = 0;
+        req.on("response", (res) => {
+          status = res.statusCode ?? 0;
+          connection = res.headers.connection;
+          res.resume();
+        });
+        req.on("socket", (socket) => socket.once("close", () => resolve({ status, connection, written })));
+        req.on("error", (error: NodeJS.ErrnoException) => {
+          if (error.code !== "EPIPE" && error.code !== "ECONNRESET") reject(error);
+        });
+        const chunk = Buffer.alloc(16 * 1024, 0x20);
+        const pump = () => {
+          while (written < declared && !req.destroyed) {
+            written += chunk.length;
+            if (!req.write(chunk)) {
+              req.once("drain", pump);
+              return;
+            }
+          }
+        };
+        pump();
+      });
+    const declared = 64 * 1024 * 1024;
+    // Declared over the limit: the 401 says the connection closes, and it does (it stayed open, the body read
+    // to the request timeout).
+    const declaredOver = await upload(declared, false);
+    expect(declaredOver).toMatchObject({ status: 401, connection: "close" });
+    expect(declaredOver.written).toBeLessThan(declared / 2);
+    // Chunked: the 401 goes at once (keep-alive); the connection closes once the dropped body passes the limit.
+    const chunkedOver = await upload(declared, true);
+    expect(chunkedOver.status).toBe(401);
+    expect(chunkedOver.written).toBeLessThan(declared / 2);
+    // A small refused body is dropped, and the request pipelined behind it answered on the same connection.
+    const answers = await new Promise<string>((resolve) => {
+      const socket = net.connect(server.port, "127.0.0.1", () =>
+        socket.write("POST /api/v1/decide HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\nnot json!GET /api/health/live HTTP/1.1\r\nHost: x\r\n\r\n"),
+      );
+      let text = "";
+      socket.on("data", (chunk: Buffer) => {
+        text += chunk.toString("latin1");
+        if (text.includes('"live":true')) {
+          socket.destroy();
+          resolve(text);
+        }
+      });
+    });
+    expect(answers.match(/HTTP\/1\.1 \d{3}/g)).toEqual(["HTTP/1.1 401", "HTTP/1.1 200"]);
+  }, 15_000);
+
   it("tells a malformed Authorization header from a missing key", async () => {
     for (const authorization of [`Bearer ${secret} extra`, "Bearer ", `Basic ${secret}`]) {
       const res = await fetch(`${server.url}/api/v1/cases`, { headers: { authorization } });

@@ -22,7 +22,7 @@ import { SIXTY_FOUR_BIT, jsonShapeViolations } from "../api/json-shape.js";
 import { notPercentEncoding, percentDecoded, queryParameters } from "../api/query-parameters.js";
 import type { UnaryInvoker } from "../api/unary-invoker.js";
 import { invalidRequest } from "../api/validation.js";
-import { ClientGoneError, NotUtf8Error, readBody, strictUtf8 } from "./request-body.js";
+import { ClientGoneError, NotUtf8Error, dropBody, readBody, strictUtf8 } from "./request-body.js";
 import { PROTOTYPE_KEY, structureProblem } from "./json-keys.js";
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
@@ -123,9 +123,14 @@ export class RestGateway {
       const value = req.headers[name];
       if (typeof value === "string") header.set(name, value);
     }
-    let message;
     try {
       this.options.admit(route.contract, header, context);
+    } catch (error) {
+      this.refuseUnread(req, res, context, ConnectError.from(error));
+      return;
+    }
+    let message;
+    try {
       const input = await this.readInput(route, match.params, req, url);
       message = decodeInput(method.input, input);
     } catch (error) {
@@ -189,6 +194,30 @@ export class RestGateway {
     // The rest of an oversized HTTP/1.1 body is not worth reading: close instead.
     if (answer.status === 413 && !("stream" in res)) res.setHeader("connection", "close");
     writeJson(res, answer.status, answer.body);
+  }
+
+  /**
+   * A caller refused before its body was read (admitCaller) is answered at once. Over HTTP/1.1 Node drops the
+   * rest of the body after the answer, so that the requests pipelined behind it stay readable: up to the size
+   * limit (dropBody), past which the connection is closed, as after a 413, rather than read for as long as the
+   * client sends.
+   */
+  private refuseUnread(req: NodeRequest, res: NodeResponse, context: CallContext, error: ConnectError): void {
+    if (!("stream" in res) && !req.complete) {
+      const { maxBodyBytes } = this.options;
+      if (Number(req.headers["content-length"] ?? NaN) > maxBodyBytes) {
+        res.setHeader("connection", "close");
+      } else {
+        // Found over the limit once its answer went out (keep-alive): the connection ends after that answer.
+        const socket = req.socket;
+        void dropBody(req, maxBodyBytes).then((outcome) => {
+          if (outcome !== "over-limit") return;
+          if (res.writableFinished) socket.destroySoon();
+          else res.once("finish", () => socket.destroySoon());
+        });
+      }
+    }
+    this.writeError(res, context, error);
   }
 
   private async readInput(route: RestRoute, params: string[], req: NodeRequest, url: URL): Promise<JsonObject> {
