@@ -99,6 +99,16 @@ describe("a request Node's HTTP/1.1 parser cannot read", () => {
     expect(unterminated.body.error.message).toMatch(/^malformed HTTP\/1\.1 request \(HPE_\w+: .*chunk data.*\)$/i);
   });
 
+  it("logs the answer a body Node cannot read draws from an RPC refusal still waiting for that body, not the refusal", async () => {
+    // A Connect call without a key is refused once its body is in (over HTTP/1.1): the bad chunk size comes
+    // first, and the 400 it draws is what the client reads, so it is what the log and the metrics say.
+    const answer = parseAnswer(await rawHttp1("POST /fraud.v1.DecisionService/Decide HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"));
+    expect(answer.status).toBe(400);
+    expect(answer.body.error).toMatchObject({ code: "VALIDATION_ERROR", message: "malformed HTTP/1.1 request: a chunk size that is not hexadecimal" });
+    await expect.poll(() => logLine(answer.body.meta.requestId)).toMatchObject({ route: "/fraud.v1.DecisionService/Decide", status: 400, code: "VALIDATION_ERROR" });
+    expect(server.logs.some((line) => line.includes('"response failed"'))).toBe(false);
+  });
+
   it("writes no second answer when a request answered before its body was in then sends a body Node cannot read", async () => {
     // A 404 goes out before the chunked body is read; the bad chunk size after it would have drawn a 400 the
     // client reads as the answer to its next request.

@@ -303,6 +303,8 @@ export class Dispatcher {
     } else if ((await dropBody(req, this.deps.maxBodyBytes)) === "over-limit") {
       res.setHeader("connection", "close");
     }
+    // Answered meanwhile: its body was one Node could not read (refuseUnreadableRequest).
+    if (res.headersSent) return;
     if (contentType.startsWith("application/grpc")) {
       const status = { ...metadata, "grpc-status": String(error.code), "grpc-message": encodeGrpcMessage(message) };
       if (contentType.startsWith("application/grpc-web")) {
@@ -454,6 +456,9 @@ export class Dispatcher {
     if (beingRead) {
       // Node closes the connection once this answer is written (Connection: close): its parser is done with it.
       beingRead.res.setHeader("connection", "close");
+      // This is the call's answer, whatever error it held (an RPC refusal that waited for the body, refuseRpc):
+      // the log and the metrics say what the client read.
+      beingRead.context.error = refusal.error;
       this.gateway.writeError(beingRead.res, beingRead.context, refusal.error);
       return;
     }
