@@ -218,6 +218,12 @@ describe("unary gRPC", () => {
     const badDeadline = await rawCall(server.port, DECIDE_PATH, envelope(decideInput()), { "x-api-key": keys.keys.test.secret, "grpc-timeout": "soon" });
     expect(badDeadline.trailers["grpc-status"]).toBe(String(grpc.status.INVALID_ARGUMENT));
     expect(decodeURIComponent(badDeadline.trailers["grpc-message"] as string)).toMatch(/invalid grpc timeout value: soon/);
+    // Without a key, the caller is refused first, as Connect's handler (a compressed call) refuses it.
+    for (const encoding of [{}, { "grpc-encoding": "gzip" }] as Array<Record<string, string>>) {
+      const keyless = await rawCall(server.port, DECIDE_PATH, envelope(decideInput()), { "grpc-timeout": "soon", ...encoding });
+      expect(keyless.trailers["grpc-status"], JSON.stringify(encoding)).toBe(String(grpc.status.UNAUTHENTICATED));
+      expect(keyless.trailers["fraud-error-code"]).toBe("UNAUTHORIZED");
+    }
   });
 
   it("carries validation details as google.rpc.Status with the service's ErrorDetail", async () => {

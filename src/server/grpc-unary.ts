@@ -81,15 +81,17 @@ export class GrpcUnaryPath {
     const trailer = new Headers();
     let body: Uint8Array | undefined;
     try {
-      const timeout = parseTimeout(headerValue(req.headers[headerTimeout.toLowerCase()]), MAX_TIMEOUT_MS);
-      if (timeout.error) throw timeout.error;
-      if (timeout.timeoutMs !== undefined) deadline.start(timeout.timeoutMs);
       const requestHeader = new Headers();
       for (const [name, value] of Object.entries(req.headers)) {
         if (!name.startsWith(":") && typeof value === "string") requestHeader.set(name, value);
       }
+      // The caller first, as the dispatcher asks for the calls Connect's handler serves (before it reads their
+      // grpc-timeout): a caller without a key is told UNAUTHENTICATED whatever else its request holds.
       const contract = contractOf(method);
       if (contract) this.options.admit(contract, requestHeader, context);
+      const timeout = parseTimeout(headerValue(req.headers[headerTimeout.toLowerCase()]), MAX_TIMEOUT_MS);
+      if (timeout.error) throw timeout.error;
+      if (timeout.timeoutMs !== undefined) deadline.start(timeout.timeoutMs);
       const message = decodeOne(method, await deadline.race(readBody(req, this.options.readMaxBytes + ENVELOPE_HEADER_BYTES, () => tooLarge(this.options.readMaxBytes))), this.options.readMaxBytes);
       // The deadline aborts the call's signal, which the innermost interceptor (RunningCalls) answers as
       // every protocol's: the race is needed here only for the message, read before the interceptors.
