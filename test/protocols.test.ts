@@ -21,6 +21,7 @@ import {
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { grpcClient, grpcUnary } from "./helpers/grpc.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
+import { pumpUpload } from "./helpers/upload.js";
 
 let server: TestServer;
 let secret: string;
@@ -399,31 +400,21 @@ describe("a gRPC-Web client over HTTP/1.1 sending past the size limit", () => {
         path: "/fraud.v1.DecisionService/Decide",
         headers: { "content-type": "application/grpc-web+proto", "content-length": String(declared + 5), "x-api-key": secret },
       });
-      let written = 0;
+      let uploaded = { written: () => 0 };
       let body = "";
       request.on("response", (res) => {
         res.setEncoding("latin1");
         res.on("data", (text: string) => (body += text));
       });
       // The server closes the connection after the answer: the upload stops there, far short of 20 MiB.
-      request.on("socket", (socket) => socket.once("close", () => resolve({ body, written })));
+      request.on("socket", (socket) => socket.once("close", () => resolve({ body, written: uploaded.written() })));
       request.on("error", (error: NodeJS.ErrnoException) => {
         if (error.code !== "EPIPE" && error.code !== "ECONNRESET") reject(error);
       });
       const head = Buffer.alloc(5);
       head.writeUInt32BE(declared, 1);
       request.write(head);
-      const chunk = Buffer.alloc(64 * 1024, 1);
-      const pump = () => {
-        while (written < declared && !request.destroyed) {
-          written += chunk.length;
-          if (!request.write(chunk)) {
-            request.once("drain", pump);
-            return;
-          }
-        }
-      };
-      pump();
+      uploaded = pumpUpload(request, declared, Buffer.alloc(64 * 1024, 1));
     });
     expect(answer.body).toMatch(/grpc-status: ?8/);
     expect(answer.written).toBeLessThan(declared / 2);
@@ -441,7 +432,7 @@ describe("an RPC caller not let through over HTTP/1.1, its message over the size
         path: "/fraud.v1.DecisionService/Decide",
         headers: { "content-type": contentType, ...(chunked ? { "transfer-encoding": "chunked" } : { "content-length": String(declared) }) },
       });
-      let written = 0;
+      let uploaded = { written: () => 0 };
       let head = "";
       let body = "";
       request.on("response", (res) => {
@@ -449,21 +440,11 @@ describe("an RPC caller not let through over HTTP/1.1, its message over the size
         res.setEncoding("latin1");
         res.on("data", (text: string) => (body += text));
       });
-      request.on("socket", (socket) => socket.once("close", () => resolve({ head, body, written })));
+      request.on("socket", (socket) => socket.once("close", () => resolve({ head, body, written: uploaded.written() })));
       request.on("error", (error: NodeJS.ErrnoException) => {
         if (error.code !== "EPIPE" && error.code !== "ECONNRESET") reject(error);
       });
-      const chunk = Buffer.alloc(64 * 1024, 1);
-      const pump = () => {
-        while (written < declared && !request.destroyed) {
-          written += chunk.length;
-          if (!request.write(chunk)) {
-            request.once("drain", pump);
-            return;
-          }
-        }
-      };
-      pump();
+      uploaded = pumpUpload(request, declared, Buffer.alloc(64 * 1024, 1));
     });
 
   it("is answered at once and its connection closed, rather than read to its end or to the request timeout", async () => {

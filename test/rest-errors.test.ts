@@ -11,6 +11,7 @@ import { ErrorDetailSchema } from "../gen/fraud/v1/errors_pb.js";
 import { ListService } from "../gen/fraud/v1/list_pb.js";
 import { grpcClient, grpcUnary } from "./helpers/grpc.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
+import { pumpUpload } from "./helpers/upload.js";
 
 let server: TestServer;
 let secret: string;
@@ -469,27 +470,17 @@ describe("bad input gets a precise 4xx, never a 500", () => {
         });
         let status = 0;
         let connection: string | undefined;
-        let written = 0;
+        let uploaded = { written: () => 0 };
         req.on("response", (res) => {
           status = res.statusCode ?? 0;
           connection = res.headers.connection;
           res.resume();
         });
-        req.on("socket", (socket) => socket.once("close", () => resolve({ status, connection, written })));
+        req.on("socket", (socket) => socket.once("close", () => resolve({ status, connection, written: uploaded.written() })));
         req.on("error", (error: NodeJS.ErrnoException) => {
           if (error.code !== "EPIPE" && error.code !== "ECONNRESET") reject(error);
         });
-        const chunk = Buffer.alloc(16 * 1024, 0x20);
-        const pump = () => {
-          while (written < declared && !req.destroyed) {
-            written += chunk.length;
-            if (!req.write(chunk)) {
-              req.once("drain", pump);
-              return;
-            }
-          }
-        };
-        pump();
+        uploaded = pumpUpload(req, declared, Buffer.alloc(16 * 1024, 0x20));
       });
     const declared = 64 * 1024 * 1024;
     // Declared over the limit: the 401 says the connection closes, and it does (it stayed open, the body read
