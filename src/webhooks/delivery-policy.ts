@@ -109,7 +109,7 @@ export function nextAttempt(
 
 /** The three forms of an HTTP-date a recipient must read (RFC 9110, 5.6.7); the last two are obsolete. */
 const IMF_FIXDATE = /^[A-Za-z]{3}, \d{2} [A-Za-z]{3} \d{4} \d{2}:\d{2}:\d{2} GMT$/;
-const RFC850_DATE = /^[A-Za-z]{6,9}, \d{2}-[A-Za-z]{3}-\d{2} \d{2}:\d{2}:\d{2} GMT$/;
+const RFC850_DATE = /^[A-Za-z]{6,9}, (\d{2})-([A-Za-z]{3})-(\d{2}) (\d{2}:\d{2}:\d{2}) GMT$/;
 const ASCTIME_DATE = /^[A-Za-z]{3} [A-Za-z]{3} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}$/;
 
 /**
@@ -124,9 +124,22 @@ export function parseRetryAfter(header: string, now: number): number | undefined
   const text = header.trim();
   if (/^[0-9]+$/.test(text)) return Number(text) * SECOND;
   let at: number;
-  if (IMF_FIXDATE.test(text) || RFC850_DATE.test(text)) at = Date.parse(text);
+  const rfc850 = RFC850_DATE.exec(text);
+  if (IMF_FIXDATE.test(text)) at = Date.parse(text);
+  else if (rfc850) at = Date.parse(`${rfc850[1]} ${rfc850[2]} ${fullYear(Number(rfc850[3]), now)} ${rfc850[4]} GMT`);
   // asctime carries no zone, and is GMT: without one Date.parse would read the machine's local time.
   else if (ASCTIME_DATE.test(text)) at = Date.parse(`${text} GMT`);
   else return undefined;
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
+/**
+ * The year of an RFC 850 date's two digits, as RFC 9110 (5.6.7) reads them: in the current century, unless
+ * that is more than 50 years ahead of `now`, then in the one before. (Date.parse puts 50 to 99 in the 1900s,
+ * so a date of 2075 read as 1975, past, asked for no wait at all.)
+ */
+function fullYear(twoDigits: number, now: number): number {
+  const year = new Date(now).getUTCFullYear();
+  const inThisCentury = year - (year % 100) + twoDigits;
+  return inThisCentury > year + 50 ? inThisCentury - 100 : inThisCentury;
 }

@@ -139,6 +139,10 @@ describe("Retry-After", () => {
     expect(parseRetryAfter("Sat, 21 Nov 2026 12:00:30 GMT", now)).toBe(30 * SECOND);
     // The obsolete RFC 850 and asctime forms, which a recipient must still read (RFC 9110, 5.6.7).
     expect(parseRetryAfter("Saturday, 21-Nov-26 12:00:40 GMT", now)).toBe(40 * SECOND);
+    // Its two-digit year is in this century unless that is more than 50 years ahead (then the one before):
+    // 75 is 2075, a wait nextAttempt caps; 80 would be 2080, 54 years ahead, so it is 1980, past.
+    expect(parseRetryAfter("Thursday, 21-Nov-75 12:00:00 GMT", now)).toBe(Date.UTC(2075, 10, 21, 12) - now);
+    expect(parseRetryAfter("Thursday, 21-Nov-80 12:00:00 GMT", now)).toBe(0);
     expect(parseRetryAfter("Sat Nov 21 12:00:50 2026", now)).toBe(50 * SECOND);
     expect(parseRetryAfter("Sun Nov  1 12:00:00 2026", now)).toBe(0);
     expect(parseRetryAfter("1763726430", now)).toBe(1763726430 * SECOND);
