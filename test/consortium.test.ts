@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashIndicator, indicatorsOf, normalizeEmail, signBatch, type Indicator } from "../src/consortium/indicators.js";
 import { membershipProblems } from "../src/consortium/membership.js";
+import { queueIndicators } from "../src/consortium/sharing.js";
 import { ConsortiumRepository } from "../src/store/consortium.js";
 import { HUMAN_DESKTOP } from "./helpers/inputs.js";
 import { runFraudctl } from "./helpers/process.js";
@@ -115,6 +116,22 @@ describe("consortium sharing between two installations", () => {
     expect(body.data.consortiumShared).toBe(false);
     expect(member.app.db.prepare("SELECT COUNT(*) AS n FROM outbox WHERE kind = 'consortium.share' AND environment = 'test'").get()).toEqual({ n: 0 });
     new ConsortiumRepository(member.app.db).deleteSettings(tenant);
+  });
+
+  it("does not send a batch hashed with a consortium key since replaced: the hub could match none of its hashes", async () => {
+    const tenant = { accountId: memberMerchant.account.id, environment: "test" } as const;
+    const testToken = hub.app.keys.issue({ accountId: hubOperator.account.id, environment: "test", kind: "secret", permissions: ["consortium:write"], name: "member A, test" }).key;
+    const settings = new ConsortiumRepository(member.app.db);
+    // `consortium set` gave the membership a new key after a feedback queued a batch hashed with the old one.
+    settings.putSettings(tenant, { key: "ck_Np4sW8qLz2Xv6Tb9Rm3Hc7Jd5Kf1Gy0A", shareUrl: `${hub.url}/api/v1/consortium/indicators`, shareToken: testToken }, Date.now());
+    queueIndicators(member.app.outbox, tenant, indicatorsOf({ email: fraudster.email, deviceId: fraudster.deviceId, ip: fraudster.ip }, CONSORTIUM_KEY), CONSORTIUM_KEY);
+    await member.app.settled();
+    expect(member.app.outbox.deadLetters(tenant, 10, 0)).toEqual([
+      expect.objectContaining({ kind: "consortium.share", lastError: expect.stringContaining("hashed with a consortium key no longer in use") }),
+    ]);
+    expect(hub.app.db.prepare("SELECT COUNT(*) AS n FROM consortium_batches WHERE environment = 'test'").get()).toEqual({ n: 0 });
+    member.app.db.prepare("DELETE FROM outbox WHERE kind = 'consortium.share' AND environment = 'test'").run();
+    settings.deleteSettings(tenant);
   });
 
   it("accepts only signed, fresh batches from keys with consortium:write, and stores a batch once", async () => {

@@ -61,6 +61,15 @@ export function indicatorsOf(entities: Pick<DecisionEntities, "email" | "deviceI
   return values.filter(([, value]) => value !== "").map(([type, value]) => ({ type, hash: hashIndicator(key, type, value) }));
 }
 
+/**
+ * Names the consortium key indicators were hashed with, without revealing it (an HMAC of a fixed label under
+ * the key): a queued batch carries it, so that one hashed with a key since replaced is not sent under the new
+ * one, whose hub could match none of its hashes.
+ */
+export function keyFingerprint(key: string): string {
+  return createHmac("sha256", Buffer.from(key, "utf8")).update("consortium key fingerprint").digest("hex").slice(0, 16);
+}
+
 /** What a batch signature covers. */
 export interface SignedBatch {
   batchId: string;

@@ -5,7 +5,7 @@ import type { ConsortiumRepository } from "../store/consortium.js";
 import type { Tenant } from "../store/tenant.js";
 import type { GuardOptions } from "../webhooks/address-guard.js";
 import { guardedPost } from "../webhooks/http-delivery.js";
-import { signBatch, type Indicator } from "./indicators.js";
+import { keyFingerprint, signBatch, type Indicator } from "./indicators.js";
 import { crossedEnvironment } from "./membership.js";
 
 /** Outbox task kind of one batch of indicators on its way to the consortium. */
@@ -15,18 +15,21 @@ export const CONSORTIUM_SHARE_TASK = "consortium.share";
 interface SharePayload {
   batchId: string;
   indicators: Indicator[];
+  /** The fingerprint of the key the indicators were hashed with (keyFingerprint); absent in batches queued before it was kept. */
+  keyFingerprint?: string;
 }
 
-/** Queues a batch for the consortium; call inside the feedback's transaction. */
-export function queueIndicators(outbox: Outbox, tenant: Tenant, indicators: Indicator[]): void {
-  const payload: SharePayload = { batchId: newId("cb"), indicators };
+/** Queues a batch of indicators hashed with `key` for the consortium; call inside the feedback's transaction. */
+export function queueIndicators(outbox: Outbox, tenant: Tenant, indicators: Indicator[], key: string): void {
+  const payload: SharePayload = { batchId: newId("cb"), indicators, keyFingerprint: keyFingerprint(key) };
   outbox.enqueue(CONSORTIUM_SHARE_TASK, tenant, payload, { lane: "consortium" });
 }
 
 /**
  * Sends queued batches: each attempt reads the account's current settings
  * (so a rotated token applies to retries and a disabled membership sends
- * nothing more), signs the batch afresh and POSTs it. A 4xx answer other than
+ * nothing more; a batch hashed with a key since replaced is not sent), signs
+ * the batch afresh and POSTs it. A 4xx answer other than
  * 408 and 429 will not change on retry and goes to the dead-letter queue;
  * anything else is retried on the outbox's schedule.
  */
@@ -38,7 +41,11 @@ export function registerConsortiumSharing(deps: { outbox: Outbox; consortium: Co
     // A membership saved before tokens were checked against the environment (`consortium set` refuses it now).
     const crossed = crossedEnvironment(settings.shareToken, task.tenant.environment);
     if (crossed) return { kind: "dead", error: `not shared: ${crossed}; run fraudctl consortium set again with a matching token` };
-    const { batchId, indicators } = task.payload as SharePayload;
+    const { batchId, indicators, keyFingerprint: hashedWith } = task.payload as SharePayload;
+    // Hashed with a key `consortium set` has since replaced: the hub, on the new key, could match none of it.
+    if (hashedWith !== undefined && hashedWith !== keyFingerprint(settings.key)) {
+      return { kind: "dead", error: "not shared: its indicators were hashed with a consortium key no longer in use (fraudctl consortium set replaced it)" };
+    }
     const signedAt = Math.floor(deps.clock.now() / 1000);
     const body = JSON.stringify({ batchId, signedAt, indicators, signature: signBatch(settings.key, { batchId, signedAt, indicators }) });
     const outcome = await guardedPost(

@@ -340,7 +340,7 @@ export class FeedbackProcessor {
     if (!settings || settings.shareUrl === "" || crossedEnvironment(settings.shareToken, tenant.environment)) return false;
     const indicators = indicatorsOf(entities, settings.key);
     if (indicators.length === 0) return false;
-    queueIndicators(this.deps.outbox, tenant, indicators);
+    queueIndicators(this.deps.outbox, tenant, indicators, settings.key);
     return true;
   }
 
