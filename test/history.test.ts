@@ -107,6 +107,21 @@ describe("velocity across a window boundary", () => {
     for (let i = 0; i < 5; i++) history.record(tenant, { ...entities, country: "GB", amount: undefined, currency: "", allowed: true }, keys, burstAt + i * 1_000);
     expect(history.snapshot(tenant, entities, keys, burstAt + 15_000).counts.user.lastMinute).toBe(5);
   });
+
+  it("still counts what it holds when decides of the next bucket were stored first (concurrent decides across the boundary)", () => {
+    // Midnight: the minute's, the hour's and the day's boundary at once.
+    const boundary = Date.UTC(2026, 10, 21, 0, 0, 0);
+    const entities = { userId: "straddler", ip: "", deviceId: "", email: "" };
+    const keys = entityKeysByKind(entities);
+    const record = (at: number) => history.record(tenant, { ...entities, country: "GB", amount: undefined, currency: "", allowed: true }, keys, at);
+    // Five decides just before midnight, then two just after it stored before one that began before it is read.
+    for (let i = 0; i < 5; i++) record(boundary - 900 + i * 100);
+    record(boundary + 50);
+    record(boundary + 80);
+    const counts = history.snapshot(tenant, entities, keys, boundary - 10).counts.user;
+    // Its own minute (the row's previous bucket) and the decides after it; it read 0 in every window.
+    expect(counts).toEqual({ lastMinute: 7, lastHour: 7, lastDay: 7 });
+  });
 });
 
 

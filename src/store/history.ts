@@ -77,6 +77,11 @@ function estimate(start: number, current: number, previous: number, windowMs: nu
   // across a minute boundary (five requests at :50 to :54, a sixth at :05) read as four.
   if (start === bucket) return Math.round(previous * (1 - elapsed)) + current;
   if (bucket - start === windowMs) return Math.round(current * (1 - elapsed));
+  // Decides whose time is past this one's bucket were stored first (concurrent decides across a boundary, or
+  // the clock stepped back) and moved the row on: its previous bucket is this one's own, and its current one
+  // holds those later decides, which count as the decides in flight do. Only the bucket before this one's is
+  // gone from the row: an estimate short of that share, where it read 0.
+  if (start - bucket === windowMs) return previous + current;
   return 0;
 }
 
