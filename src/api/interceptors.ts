@@ -148,10 +148,10 @@ export function checkPermissions(principal: Principal, permissions: readonly Per
 /**
  * Lets the caller of `contract`'s operation through, or refuses it: 401 without a valid key (where one is
  * needed), 403 for a secret key from a web page or a key without the permission. The principal goes in the
- * call context (before a 403, so that the refusal's log line names the key). The transports the service owns
- * (the REST gateway, the unary gRPC path) ask before they read the request's body: a caller without a key
- * costs no body read or parse, and is told 401 whatever the body holds. The auth interceptor asks for every
- * call, and lets one already admitted through.
+ * call context (before a 403, so that the refusal's log line names the key). The dispatcher asks for every
+ * API call, on every protocol, before its body is read: a caller without a key costs no body read or parse,
+ * and is told 401 whatever the body holds. The auth interceptor asks too (for a call that did not come
+ * through the dispatcher), and lets one already admitted through.
  */
 export function admitCaller(keys: KeyService, contract: MethodContract, headers: Headers, context: CallContext): void {
   if (context.admitted) return;

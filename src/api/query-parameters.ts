@@ -22,6 +22,20 @@ export function notPercentEncoding(where: "query" | "path", name: string): Conne
   });
 }
 
+/** A query parameter the endpoint does not take. */
+export function unknownParameter(name: string): ConnectError {
+  return apiError("VALIDATION_ERROR", `unknown query parameter ${name}`, {
+    fieldViolations: [{ field: name, description: "is not a parameter of this endpoint" }],
+  });
+}
+
+/** A parameter given `times` times that takes one value: which one was meant cannot be told. `field` names it in the violation. */
+export function repeatedParameter(name: string, times: number, field = name): ConnectError {
+  return apiError("VALIDATION_ERROR", `query parameter ${name} is given ${times} times; give it once`, {
+    fieldViolations: [{ field, description: "is given more than once" }],
+  });
+}
+
 /**
  * The query's parameters by name, each with its values in order, split as URLSearchParams splits them ('&',
  * then the first '='; '+' is a space) but decoded strictly (percentDecoded). A name that does not decode is

@@ -16,8 +16,7 @@ import { file_fraud_v1_value_sets } from "../../gen/fraud/v1/value_sets_pb.js";
 import { file_fraud_v1_errors } from "../../gen/fraud/v1/errors_pb.js";
 import { ServerReflection } from "../../gen/grpc/reflection/v1/reflection_pb.js";
 import { ServerReflection as ServerReflectionV1Alpha } from "../../gen/grpc/reflection/v1alpha/reflection_pb.js";
-import { API_SERVICES, JSON_WRITE_OPTIONS, type MethodContract } from "../api/contract.js";
-import type { CallContext } from "../api/context.js";
+import { API_SERVICES, JSON_WRITE_OPTIONS } from "../api/contract.js";
 import { admitCaller, apiInterceptors } from "../api/interceptors.js";
 import { RunningCalls } from "../api/running-calls.js";
 import { UnaryInvoker } from "../api/unary-invoker.js";
@@ -321,12 +320,11 @@ function assembleApp(options: AppOptions & { logger: Logger }, lock: DataDirecto
   registerReflection(router, [...API_SERVICES, Health, ServerReflection, ServerReflectionV1Alpha], [file_fraud_v1_value_sets, file_fraud_v1_errors]);
 
   const invoker = new UnaryInvoker(services, interceptors);
-  // The transports the service owns let the caller through before they read a body (interceptors.ts).
-  const admit = (contract: MethodContract, headers: Headers, context: CallContext) => admitCaller(keys, contract, headers, context);
-  const gateway = new RestGateway(invoker, { maxBodyBytes: config.maxBodyBytes, jsonOptions: JSON_WRITE_OPTIONS, admit });
-  const grpcUnary = new GrpcUnaryPath(invoker, { readMaxBytes: config.maxBodyBytes, admit });
+  const gateway = new RestGateway(invoker, { maxBodyBytes: config.maxBodyBytes, jsonOptions: JSON_WRITE_OPTIONS });
+  const grpcUnary = new GrpcUnaryPath(invoker, { readMaxBytes: config.maxBodyBytes });
   const dispatcher = new Dispatcher(router, gateway, grpcUnary, {
-    admit,
+    // Every API call's caller is let through, or refused, before its body is read (interceptors.ts).
+    admit: (contract, headers, context) => admitCaller(keys, contract, headers, context),
     maxBodyBytes: config.maxBodyBytes,
     clientIp: new ClientIpResolver(config.trustedProxies),
     metrics,

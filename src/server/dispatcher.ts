@@ -24,7 +24,7 @@ import { errorAnswer, rawErrorAnswer, type RestGateway } from "./gateway.js";
 import { dropBody } from "./request-body.js";
 import { requestUrl } from "./request-url.js";
 import { REQUEST_TIMEOUT_ANSWER, unreadableRequest } from "./unreadable-request.js";
-import { encodeGrpcMessage, type GrpcUnaryPath } from "./grpc-unary.js";
+import { setGrpcStatus, type GrpcUnaryPath } from "./grpc-unary.js";
 import type { UpgradeHandler, UpgradeOutcome } from "./listener.js";
 import { EVENT_STREAM_PATH, plainRequestRefusal } from "../webhooks/stream.js";
 
@@ -175,13 +175,16 @@ export class Dispatcher {
         this.answerConnectError(res, context, apiError("METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${pathname}: RPCs are called with POST`), { allow: "POST, OPTIONS" });
       } else if (rpc) {
         component = componentOf(rpc.service.typeName);
-        this.allowCrossOrigin(req, res, contractOf(rpc.method));
-        const unary = this.grpcUnary.accepts(req, res, pathname);
-        if (unary) {
+        const contract = contractOf(rpc.method);
+        this.allowCrossOrigin(req, res, contract);
+        const refusal = contract && this.admissionRefusal(contract, req, context);
+        const unary = refusal ? undefined : this.grpcUnary.accepts(req, res, pathname);
+        if (refusal) {
+          await this.refuseRpc(req, res, context, refusal);
+        } else if (unary) {
           // Its failures are in the call context (the interceptors', and its own: protocolFailure).
           await this.grpcUnary.serve(unary, context, url.href);
-        } else if (await this.admittedRpc(req, res, context, rpc)) {
-          // (Else it was refused, its message unread.)
+        } else {
           const uReq = universalRequestFromNodeRequest(req, res, undefined, withCallContext(createContextValues(), context));
           const unwaitable = unwaitableDeadlineHeader(uReq.header);
           if (unwaitable !== undefined) uReq.header.delete(unwaitable);
@@ -219,7 +222,9 @@ export class Dispatcher {
           route = `${methodLabel(req.method)} ${match.route.template}`;
           component = componentOf(match.route.contract.method.parent.typeName);
           this.allowCrossOrigin(req, res, match.route.contract);
-          await this.gateway.serve(match, req, res, context, url);
+          const refusal = this.admissionRefusal(match.route.contract, req, context);
+          if (refusal) this.gateway.refuseUnread(req, res, context, refusal);
+          else await this.gateway.serve(match, req, res, context, url);
         } else if (match.kind === "wrong-method") {
           // By its template, as matched routes are: a raw path would add a metric series per path a client invents.
           route = `${methodLabel(req.method)} ${match.template}`;
@@ -257,13 +262,11 @@ export class Dispatcher {
   }
 
   /**
-   * Whether the caller of an RPC Connect serves (Connect, gRPC-Web, gRPC beside the unary path) is let through,
-   * asked before Connect reads its message, as the REST gateway and the unary gRPC path ask (admitCaller):
-   * else it is refused in its protocol, the message unread (refuseRpc). The auth interceptor then lets it by.
+   * Why an API call's caller is not let through (admitCaller), asked once for every protocol before its body
+   * is read: the REST gateway then answers the refusal in its envelope, refuseRpc in the call's RPC protocol.
+   * Undefined when the caller is let through; the auth interceptor then lets the call by.
    */
-  private async admittedRpc(req: NodeRequest, res: NodeResponse, context: CallContext, rpc: UniversalHandler): Promise<boolean> {
-    const contract = contractOf(rpc.method);
-    if (contract === undefined) return true;
+  private admissionRefusal(contract: MethodContract, req: NodeRequest, context: CallContext): ConnectError | undefined {
     const headers = new Headers();
     for (const name of ADMISSION_HEADERS) {
       const value = req.headers[name];
@@ -271,25 +274,22 @@ export class Dispatcher {
     }
     try {
       this.deps.admit(contract, headers, context);
-      return true;
+      return undefined;
     } catch (error) {
-      await this.refuseRpc(req, res, context, ConnectError.from(error));
-      return false;
+      return ConnectError.from(error);
     }
   }
 
   /**
    * An RPC call refused before its message is read (a method this server does not have, a caller not let
    * through) gets the error in its own protocol, which its library reads (a REST error envelope it could not):
-   * gRPC and gRPC-Web as a trailers-only answer, Connect as its JSON error under `connectStatus` (by default
-   * the HTTP status Connect gives the code: 401 for UNAUTHENTICATED). The error's metadata (the service's
-   * error code) goes with it.
+   * gRPC and gRPC-Web as a trailers-only answer, with the status fields every gRPC path writes (setGrpcStatus),
+   * Connect as its JSON error under `connectStatus` (by default the HTTP status Connect gives the code: 401 for
+   * UNAUTHENTICATED). The error's metadata (the service's error code, the request id) goes with it.
    */
   private async refuseRpc(req: NodeRequest, res: NodeResponse, context: CallContext, error: ConnectError, connectStatus = codeToHttpStatus(error.code)): Promise<void> {
     context.error = error;
-    const message = error.rawMessage;
-    const metadata: Record<string, string> = {};
-    error.metadata.forEach((value, name) => (metadata[name] = value));
+    error.metadata.set(REQUEST_ID_HEADER, context.requestId);
     const contentType = req.headers["content-type"] ?? "";
     context.protocol = rpcProtocol(contentType);
     // What the client sends is dropped. Over HTTP/2 the answer goes at once, and the stream is closed after it
@@ -306,7 +306,9 @@ export class Dispatcher {
     // Answered meanwhile: its body was one Node could not read (refuseUnreadableRequest).
     if (res.headersSent) return;
     if (contentType.startsWith("application/grpc")) {
-      const status = { ...metadata, "grpc-status": String(error.code), "grpc-message": encodeGrpcMessage(message) };
+      const fields = new Headers();
+      setGrpcStatus(fields, error);
+      const status = Object.fromEntries(fields);
       if (contentType.startsWith("application/grpc-web")) {
         // gRPC-Web reads no HTTP trailers, on either HTTP version: a trailers-only answer, the status in the headers.
         res.writeHead(200, { "content-type": contentType, ...status });
@@ -318,8 +320,8 @@ export class Dispatcher {
       res.end();
       return;
     }
-    res.writeHead(connectStatus, { ...metadata, "content-type": "application/json" });
-    res.end(JSON.stringify({ code: codeToString(error.code), message }));
+    res.writeHead(connectStatus, { ...Object.fromEntries(error.metadata), "content-type": "application/json" });
+    res.end(JSON.stringify({ code: codeToString(error.code), message: error.rawMessage }));
   }
 
   /** A refusal in Connect's unary error format (`{code, message}`), with the service's error code and request id. */
@@ -462,13 +464,8 @@ export class Dispatcher {
       this.gateway.writeError(beingRead.res, beingRead.context, refusal.error);
       return;
     }
-    const context = this.newCall(socket.remoteAddress, undefined, "rest");
-    context.error = refusal.error;
-    const answer = errorAnswer(context, refusal.error);
-    const status = refusal.status ?? answer.status;
     // Destroyed once written: what else the client sends is no request Node can read.
-    socket.end(rawErrorAnswer({ ...answer, status }), () => socket.destroy());
-    this.record(context, "unmatched", undefined, status, answer.code, false, true);
+    this.refuseOnSocket(socket, undefined, refusal.error, refusal.status);
   };
 
   /**
@@ -482,12 +479,22 @@ export class Dispatcher {
       socket.destroy();
       return;
     }
-    const context = this.newCall(socket.remoteAddress, req.headers["x-forwarded-for"], "rest");
-    context.error = tunnelRefusal(req.url);
-    const answer = errorAnswer(context, context.error);
-    socket.end(rawErrorAnswer(answer), () => socket.destroy());
-    this.record(context, "unmatched", undefined, answer.status, answer.code, false, true);
+    this.refuseOnSocket(socket, req.headers["x-forwarded-for"], tunnelRefusal(req.url));
   };
+
+  /**
+   * Answers a request no response object owns on its HTTP/1.1 connection, in the error envelope (`status`
+   * in place of the error's own, if given), and ends the connection once it is written; logged and counted
+   * as a client error under the route "unmatched".
+   */
+  private refuseOnSocket(socket: net.Socket, forwardedFor: string | string[] | undefined, error: ConnectError, status?: number): void {
+    const context = this.newCall(socket.remoteAddress, forwardedFor, "rest");
+    context.error = error;
+    const answer = errorAnswer(context, error);
+    const answered = status ?? answer.status;
+    socket.end(rawErrorAnswer({ ...answer, status: answered }), () => socket.destroy());
+    this.record(context, "unmatched", undefined, answered, answer.code, false, true);
+  }
 
   /**
    * Ends an HTTP/1.1 answer's connection after it: `Connection: close` if

@@ -19,7 +19,7 @@ import { allContracts, type MethodContract } from "../api/contract.js";
 import { apiError, describeError } from "../api/errors.js";
 import { decodePlainJson } from "../api/json-decode.js";
 import { SIXTY_FOUR_BIT, jsonShapeViolations } from "../api/json-shape.js";
-import { notPercentEncoding, percentDecoded, queryParameters } from "../api/query-parameters.js";
+import { notPercentEncoding, percentDecoded, queryParameters, repeatedParameter, unknownParameter } from "../api/query-parameters.js";
 import type { UnaryInvoker } from "../api/unary-invoker.js";
 import { invalidRequest } from "../api/validation.js";
 import { ClientGoneError, NotUtf8Error, dropBody, readBody, strictUtf8 } from "./request-body.js";
@@ -54,8 +54,6 @@ export type RouteMatch =
 
 export interface RestGatewayOptions {
   maxBodyBytes: number;
-  /** Lets the caller through or throws its refusal (interceptors.ts admitCaller), before the body is read. */
-  admit: (contract: MethodContract, headers: Headers, context: CallContext) => void;
   /** The router's JSON options, so REST writes what Connect JSON writes. */
   jsonOptions: Partial<JsonWriteOptions>;
 }
@@ -118,17 +116,6 @@ export class RestGateway {
   async serve(match: Extract<RouteMatch, { kind: "route" }>, req: NodeRequest, res: NodeResponse, context: CallContext, url: URL): Promise<void> {
     const { route } = match;
     const { method } = route;
-    const header = new Headers();
-    for (const name of FORWARDED_HEADERS) {
-      const value = req.headers[name];
-      if (typeof value === "string") header.set(name, value);
-    }
-    try {
-      this.options.admit(route.contract, header, context);
-    } catch (error) {
-      this.refuseUnread(req, res, context, ConnectError.from(error));
-      return;
-    }
     let message;
     try {
       const input = await this.readInput(route, match.params, req, url);
@@ -143,6 +130,11 @@ export class RestGateway {
     res.once("close", () => {
       if (!res.writableEnded) abort.abort();
     });
+    const header = new Headers();
+    for (const name of FORWARDED_HEADERS) {
+      const value = req.headers[name];
+      if (typeof value === "string") header.set(name, value);
+    }
     let response: UnaryResponse;
     try {
       // REST has no deadline header: the call's signal is the client's going away.
@@ -197,12 +189,12 @@ export class RestGateway {
   }
 
   /**
-   * A caller refused before its body was read (admitCaller) is answered at once. Over HTTP/1.1 Node drops the
+   * A call whose caller the dispatcher refused before its body was read (admitCaller) is answered at once. Over HTTP/1.1 Node drops the
    * rest of the body after the answer, so that the requests pipelined behind it stay readable: up to the size
    * limit (dropBody), past which the connection is closed, as after a 413, rather than read for as long as the
    * client sends.
    */
-  private refuseUnread(req: NodeRequest, res: NodeResponse, context: CallContext, error: ConnectError): void {
+  refuseUnread(req: NodeRequest, res: NodeResponse, context: CallContext, error: ConnectError): void {
     if (!("stream" in res) && !req.complete) {
       const { maxBodyBytes } = this.options;
       if (Number(req.headers["content-length"] ?? NaN) > maxBodyBytes) {
@@ -303,16 +295,12 @@ function queryToInput(route: RestRoute, url: URL): JsonObject {
   for (const [name, raws] of queryParameters(url.search)) {
     const field = fields.find((f) => f.jsonName === name || f.name === name);
     if (!field || route.pathFields.includes(field) || field.fieldKind === "message" || field.fieldKind === "map") {
-      throw apiError("VALIDATION_ERROR", `unknown query parameter ${name}`, {
-        fieldViolations: [{ field: name, description: "is not a parameter of this endpoint" }],
-      });
+      throw unknownParameter(name);
     }
     const values = raws.map((raw) => convertParameter(field, raw, "query"));
     if (field.fieldKind !== "list" && values.length > 1) {
-      // Which one was meant cannot be told (the last one silently winning hid a mistake).
-      throw apiError("VALIDATION_ERROR", `query parameter ${name} is given ${values.length} times; give it once`, {
-        fieldViolations: [{ field: field.jsonName, description: "is given more than once" }],
-      });
+      // (The last one silently winning hid a mistake.)
+      throw repeatedParameter(name, values.length, field.jsonName);
     }
     input[field.jsonName] = field.fieldKind === "list" ? values : (values[0] as JsonValue);
   }

@@ -14,7 +14,6 @@ import {
   setTrailerStatus,
 } from "@connectrpc/connect/protocol-grpc";
 import type { CallContext } from "../api/context.js";
-import { contractOf, type MethodContract } from "../api/contract.js";
 import { protocolFailure } from "../api/interceptors.js";
 import { MAX_TIMER_MS } from "../clock.js";
 import type { UnaryInvoker } from "../api/unary-invoker.js";
@@ -37,8 +36,6 @@ interface UnaryCall {
 export interface GrpcUnaryOptions {
   /** The largest message accepted, as Connect's router's readMaxBytes. */
   readMaxBytes: number;
-  /** Lets the caller through or throws its refusal (interceptors.ts admitCaller), before the message is read. */
-  admit: (contract: MethodContract, headers: Headers, context: CallContext) => void;
 }
 
 /**
@@ -81,18 +78,15 @@ export class GrpcUnaryPath {
     const trailer = new Headers();
     let body: Uint8Array | undefined;
     try {
-      const requestHeader = new Headers();
-      for (const [name, value] of Object.entries(req.headers)) {
-        if (!name.startsWith(":") && typeof value === "string") requestHeader.set(name, value);
-      }
-      // The caller first, as the dispatcher asks for the calls Connect's handler serves (before it reads their
-      // grpc-timeout): a caller without a key is told UNAUTHENTICATED whatever else its request holds.
-      const contract = contractOf(method);
-      if (contract) this.options.admit(contract, requestHeader, context);
+      // Its caller was let through already (the dispatcher asks before the grpc-timeout is read).
       const timeout = parseTimeout(headerValue(req.headers[headerTimeout.toLowerCase()]), MAX_TIMEOUT_MS);
       if (timeout.error) throw timeout.error;
       if (timeout.timeoutMs !== undefined) deadline.start(timeout.timeoutMs);
       const message = decodeOne(method, await deadline.race(readBody(req, this.options.readMaxBytes + ENVELOPE_HEADER_BYTES, () => tooLarge(this.options.readMaxBytes))), this.options.readMaxBytes);
+      const requestHeader = new Headers();
+      for (const [name, value] of Object.entries(req.headers)) {
+        if (!name.startsWith(":") && typeof value === "string") requestHeader.set(name, value);
+      }
       // The deadline aborts the call's signal, which the innermost interceptor (RunningCalls) answers as
       // every protocol's: the race is needed here only for the message, read before the interceptors.
       const response = await this.invoker.invoke({
@@ -114,8 +108,7 @@ export class GrpcUnaryPath {
       // No one is left to answer: nothing is written (499 CANCELED).
       if (error instanceof ClientGoneError) return;
       const failure = context.error ?? protocolFailure(context, ConnectError.from(error, Code.Internal));
-      setTrailerStatus(trailer, failure);
-      trailer.set(headerGrpcMessage, encodeGrpcMessage(failure.rawMessage));
+      setGrpcStatus(trailer, failure);
     } finally {
       deadline.clear();
     }
@@ -182,6 +175,16 @@ export function encodeGrpcMessage(message: string): string {
     encoded += byte >= 0x20 && byte <= 0x7e && byte !== 0x25 ? String.fromCharCode(byte) : `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
   }
   return encoded;
+}
+
+/**
+ * A failed call's status fields as this service writes them on every gRPC path (trailers, or the headers of a
+ * trailers-only answer): Connect's status, details and metadata (the service's error code, the request id), the
+ * message encoded as the gRPC protocol says (encodeGrpcMessage).
+ */
+export function setGrpcStatus(fields: Headers, failure: ConnectError): void {
+  setTrailerStatus(fields, failure);
+  fields.set(headerGrpcMessage, encodeGrpcMessage(failure.rawMessage));
 }
 
 function headersObject(headers: Headers): http2.OutgoingHttpHeaders {

@@ -5,7 +5,7 @@ import { ConnectError } from "@connectrpc/connect";
 import type { CallContext } from "../api/context.js";
 import { CLIENT_CLOSED_REQUEST, apiError, type ErrorCode } from "../api/errors.js";
 import { authenticate, checkPermissions, presentedKey } from "../api/interceptors.js";
-import { queryParameters } from "../api/query-parameters.js";
+import { queryParameters, repeatedParameter, unknownParameter } from "../api/query-parameters.js";
 import type { KeyService, Principal } from "../auth/key-service.js";
 import type { Permission } from "../auth/keys.js";
 import type { Clock } from "../clock.js";
@@ -57,14 +57,8 @@ export interface StreamMessage {
 function streamedEndpointId(search: string): string {
   const parameters = queryParameters(search);
   for (const [name, values] of parameters) {
-    if (name !== "endpoint") {
-      throw apiError("VALIDATION_ERROR", `unknown query parameter ${name}`, { fieldViolations: [{ field: name, description: "is not a parameter of this endpoint" }] });
-    }
-    if (values.length > 1) {
-      throw apiError("VALIDATION_ERROR", `query parameter endpoint is given ${values.length} times; give it once`, {
-        fieldViolations: [{ field: "endpoint", description: "is given more than once" }],
-      });
-    }
+    if (name !== "endpoint") throw unknownParameter(name);
+    if (values.length > 1) throw repeatedParameter(name, values.length);
   }
   const id = parameters.get("endpoint")?.[0] ?? "";
   if (id === "") {
