@@ -85,6 +85,12 @@ function withoutOws(value: string | null): string | undefined {
   return value?.replace(/^[ \t]+|[ \t]+$/g, "");
 }
 
+/**
+ * The request headers the key checks read: a Fetch Headers (RPC metadata), or a view of Node's own request
+ * headers, which the dispatcher asks through before any Headers object is built.
+ */
+export type HeaderReader = Pick<Headers, "get" | "has">;
+
 /** What a call presents as its API key: none, one, or something to refuse it for. */
 export type PresentedKey =
   | { kind: "none" }
@@ -99,7 +105,7 @@ export type PresentedKey =
  * X-API-Key present, Authorization may carry something else (a proxy's own credentials) and is not read,
  * unless it carries another API key of this service: which of the two was meant cannot be told.
  */
-export function presentedKey(header: Headers): PresentedKey {
+export function presentedKey(header: HeaderReader): PresentedKey {
   const apiKey = withoutOws(header.get("x-api-key"));
   const authorization = withoutOws(header.get("authorization"));
   const bearer = authorization ? /^Bearer[ \t]+([!-~]+)$/i.exec(authorization)?.[1] : undefined;
@@ -121,9 +127,9 @@ export function presentedKey(header: Headers): PresentedKey {
  * when they carry none and the operation serves anonymous callers; UNAUTHORIZED, saying why, otherwise
  * without a valid key (a key that is present is checked even where none is needed).
  */
-export function authenticate(keys: KeyService, headers: Headers, anonymousAllowed: false): Principal;
-export function authenticate(keys: KeyService, headers: Headers, anonymousAllowed: boolean): Principal | undefined;
-export function authenticate(keys: KeyService, headers: Headers, anonymousAllowed: boolean): Principal | undefined {
+export function authenticate(keys: KeyService, headers: HeaderReader, anonymousAllowed: false): Principal;
+export function authenticate(keys: KeyService, headers: HeaderReader, anonymousAllowed: boolean): Principal | undefined;
+export function authenticate(keys: KeyService, headers: HeaderReader, anonymousAllowed: boolean): Principal | undefined {
   const presented = presentedKey(headers);
   if (presented.kind === "conflicting") throw apiError("UNAUTHORIZED", presented.message);
   if (presented.kind !== "key") {
@@ -153,7 +159,7 @@ export function checkPermissions(principal: Principal, permissions: readonly Per
  * and is told 401 whatever the body holds. The auth interceptor asks too (for a call that did not come
  * through the dispatcher), and lets one already admitted through.
  */
-export function admitCaller(keys: KeyService, contract: MethodContract, headers: Headers, context: CallContext): void {
+export function admitCaller(keys: KeyService, contract: MethodContract, headers: HeaderReader, context: CallContext): void {
   if (context.admitted) return;
   const principal = authenticate(keys, headers, contract.access.allowAnonymous);
   if (principal) {

@@ -11,7 +11,7 @@ import { DecisionService } from "../../gen/fraud/v1/decision_pb.js";
 import { withCallContext, type CallContext, type Protocol } from "../api/context.js";
 import { contractOf, type MethodContract } from "../api/contract.js";
 import { CLIENT_CLOSED_REQUEST, ERROR_CODE_HEADER, apiError, describeError, internalError } from "../api/errors.js";
-import { REQUEST_ID_HEADER } from "../api/interceptors.js";
+import { REQUEST_ID_HEADER, type HeaderReader } from "../api/interceptors.js";
 import { bodyWithinDeadline, unwaitableDeadlineHeader } from "../api/running-calls.js";
 import { newId } from "../ids.js";
 import { keyHint, type Logger } from "../log.js";
@@ -50,9 +50,6 @@ const GRPC_SERVER_FAULTS = new Set(["2", "13", "14", "15"]);
  */
 const SLOW_HANDLER_MS = 100;
 
-/** The request headers that say who calls (admitCaller): the key, and whether a web page sends it. */
-const ADMISSION_HEADERS = ["x-api-key", "authorization", "origin"];
-
 /**
  * The single entry point of every HTTP request on the port: diagnostics,
  * RPC paths (Connect, gRPC, gRPC-Web) and the REST gateway. It gives each
@@ -80,7 +77,7 @@ export class Dispatcher {
       logger: Logger;
       gauges: () => Record<string, { help: string; value: number }>;
       /** Lets a call's caller through or throws its refusal, before the message is read (interceptors.ts admitCaller). */
-      admit: (contract: MethodContract, headers: Headers, context: CallContext) => void;
+      admit: (contract: MethodContract, headers: HeaderReader, context: CallContext) => void;
       /** The size limit of a request's body (FRAUD_MAX_BODY_BYTES): a refused one is not read past it. */
       maxBodyBytes: number;
     },
@@ -267,13 +264,13 @@ export class Dispatcher {
    * Undefined when the caller is let through; the auth interceptor then lets the call by.
    */
   private admissionRefusal(contract: MethodContract, req: NodeRequest, context: CallContext): ConnectError | undefined {
-    const headers = new Headers();
-    for (const name of ADMISSION_HEADERS) {
-      const value = req.headers[name];
-      if (typeof value === "string") headers.set(name, value);
-    }
+    // Node's headers as they are (lower-case names); a field Node keeps as a list reads as absent.
+    const text = (name: string): string | null => {
+      const value = req.headers[name.toLowerCase()];
+      return typeof value === "string" ? value : null;
+    };
     try {
-      this.deps.admit(contract, headers, context);
+      this.deps.admit(contract, { get: text, has: (name) => text(name) !== null }, context);
       return undefined;
     } catch (error) {
       return ConnectError.from(error);
