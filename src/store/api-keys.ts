@@ -1,3 +1,4 @@
+import { ChangeCounter } from "./change-counter.js";
 import type { Db } from "./database.js";
 import type { Environment, KeyKind, Permission } from "../auth/keys.js";
 
@@ -70,13 +71,14 @@ export class ApiKeyRepository {
   private readonly listByAccountStmt;
   private readonly expireStmt;
   private readonly revokeStmt;
-  private readonly changeCounterStmt;
+  private readonly changes;
   /**
    * Keys by hash, as looked up. Every request authenticates, so the lookup is
    * served from memory while the key rows are unchanged: triggers count every
    * change to the keys and their accounts (migration 7), by this process or
-   * another (the fraudctl CLI), and a lookup first reads that counter. New,
-   * rotated and revoked keys therefore still take effect at once.
+   * another (the fraudctl CLI), and a lookup first reads that counter, once per
+   * event-loop turn (store/change-counter.ts). New, rotated and revoked keys
+   * therefore take effect from the next turn: at once when changed here.
    */
   private readonly byHashCache = new Map<string, ApiKeyWithAccount | null>();
   private cachedChangeCount = -1;
@@ -102,7 +104,7 @@ export class ApiKeyRepository {
     this.revokeStmt = db.prepare<[number, string]>(
       "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
     );
-    this.changeCounterStmt = db.prepare<[], number>("SELECT value FROM change_counters WHERE name = 'api_keys'").pluck();
+    this.changes = new ChangeCounter(db, "api_keys");
   }
 
   insert(record: ApiKeyRecord): void {
@@ -110,10 +112,11 @@ export class ApiKeyRepository {
       ...record,
       permissions: record.permissions === undefined ? null : JSON.stringify(record.permissions),
     });
+    this.changes.forget();
   }
 
   findByHash(hashHex: string): ApiKeyWithAccount | undefined {
-    const changes = this.changeCounterStmt.get() as number;
+    const changes = this.changes.current();
     if (changes !== this.cachedChangeCount || this.byHashCache.size > MAX_CACHED_KEYS) {
       this.byHashCache.clear();
       this.cachedChangeCount = changes;
@@ -147,7 +150,9 @@ export class ApiKeyRepository {
       this.db.transaction(() => {
         // The replacement first: the old key's row names it.
         this.insert(replacement);
-        if (this.expireStmt.run(graceEndsAt, replacement.id, oldId).changes !== 1) throw new RotatedMeanwhile();
+        const expired = this.expireStmt.run(graceEndsAt, replacement.id, oldId).changes === 1;
+        this.changes.forget();
+        if (!expired) throw new RotatedMeanwhile();
       })();
       return true;
     } catch (error) {
@@ -157,6 +162,8 @@ export class ApiKeyRepository {
   }
 
   revoke(id: string, now: number): boolean {
-    return this.revokeStmt.run(now, id).changes === 1;
+    const revoked = this.revokeStmt.run(now, id).changes === 1;
+    this.changes.forget();
+    return revoked;
   }
 }

@@ -440,4 +440,16 @@ export const migrations: readonly string[] = [
   CREATE INDEX list_entries_expiry ON list_entries(expires_at) WHERE expires_at IS NOT NULL;
   CREATE INDEX outbox_dead_by_time ON outbox(updated_at) WHERE status = 'dead';
   `,
+  // 17: a change counter for the category weights, which every decide and analyze reads: they are served
+  // from memory while it stands still (store/weights.ts), whoever changed them (feedback here, or another
+  // process on the same database).
+  `
+  INSERT INTO change_counters VALUES ('category_weights', 0);
+  CREATE TRIGGER category_weights_inserted AFTER INSERT ON category_weights
+    BEGIN UPDATE change_counters SET value = value + 1 WHERE name = 'category_weights'; END;
+  CREATE TRIGGER category_weights_updated AFTER UPDATE ON category_weights
+    BEGIN UPDATE change_counters SET value = value + 1 WHERE name = 'category_weights'; END;
+  CREATE TRIGGER category_weights_deleted AFTER DELETE ON category_weights
+    BEGIN UPDATE change_counters SET value = value + 1 WHERE name = 'category_weights'; END;
+  `,
 ];

@@ -1,4 +1,5 @@
 import { DEFAULT_WEIGHTS, validateWeights, type CategoryWeights } from "../engine/index.js";
+import { ChangeCounter } from "./change-counter.js";
 import type { Db } from "./database.js";
 import type { Tenant } from "./tenant.js";
 
@@ -11,6 +12,14 @@ export class WeightsRepository {
   private readonly getStmt;
   private readonly insertStmt;
   private readonly updateStmt;
+  private readonly changes;
+  /**
+   * Weights by tenant ("account/environment"), as read while the change
+   * counter (migration 17) stands where it stood then: every decide and
+   * analyze asks for them.
+   */
+  private readonly byTenant = new Map<string, CategoryWeights>();
+  private cachedChangeCount = -1;
 
   constructor(db: Db) {
     this.getStmt = db.prepare<[string, string], { version: number; weights: string }>(
@@ -23,9 +32,31 @@ export class WeightsRepository {
     this.updateStmt = db.prepare<[number, string, number, string, string, number]>(
       "UPDATE category_weights SET version = ?, weights = ?, updated_at = ? WHERE account_id = ? AND environment = ? AND version = ?",
     );
+    this.changes = new ChangeCounter(db, "category_weights");
   }
 
+  /**
+   * The weights as of this event-loop turn (store/change-counter.ts): a change
+   * made elsewhere is seen from the next turn, one made by {@link replace} at
+   * once. A stale reading costs an update nothing but a retry: `replace`
+   * compares versions in the store.
+   */
   current(tenant: Tenant): CategoryWeights {
+    const changes = this.changes.current();
+    if (changes !== this.cachedChangeCount) {
+      this.byTenant.clear();
+      this.cachedChangeCount = changes;
+    }
+    const key = `${tenant.accountId}/${tenant.environment}`;
+    let weights = this.byTenant.get(key);
+    if (!weights) {
+      weights = this.read(tenant);
+      this.byTenant.set(key, weights);
+    }
+    return weights;
+  }
+
+  private read(tenant: Tenant): CategoryWeights {
     const row = this.getStmt.get(tenant.accountId, tenant.environment);
     if (!row) return DEFAULT_WEIGHTS;
     const checked = validateWeights({ version: row.version, weights: JSON.parse(row.weights) as unknown });
@@ -43,6 +74,8 @@ export class WeightsRepository {
     if (!checked.ok) throw new Error(`refusing to store invalid weights: ${checked.errors.join("; ")}`);
     const json = JSON.stringify(next);
     const { accountId, environment } = tenant;
+    // Whether it wins or finds that another writer did first, what this turn read of the weights is stale.
+    this.changes.forget();
     if (expectedVersion === DEFAULT_WEIGHTS.version && !this.getStmt.get(accountId, environment)) {
       return this.insertStmt.run(accountId, environment, expectedVersion + 1, json, now).changes === 1;
     }
