@@ -21,7 +21,7 @@ import type { ClientIpResolver } from "./client-ip.js";
 import { asClientFault, withGrpcMessageEncoding } from "./library-refusal.js";
 import { allowCrossOriginAnswer, allowsCrossOrigin, answerPreflight, preflightMethod } from "./cors.js";
 import { errorAnswer, rawErrorAnswer, type RestGateway } from "./gateway.js";
-import { dropBody } from "./request-body.js";
+import { dropBody, expectsContinue } from "./request-body.js";
 import { requestUrl } from "./request-url.js";
 import { REQUEST_TIMEOUT_ANSWER, unreadableRequest } from "./unreadable-request.js";
 import { setGrpcStatus, type GrpcUnaryPath } from "./grpc-unary.js";
@@ -140,6 +140,18 @@ export class Dispatcher {
     // On every answer, whatever writes it: also the RPC library's own refusals, made before the interceptors
     // that add the request id to the service's answers run (a body too large, bytes that do not decode).
     res.setHeader(REQUEST_ID_HEADER, context.requestId);
+    // A client that sent `Expect: 100-continue` waits with its body until told to send it (listener.ts). It is
+    // told only on the paths that read the body, once the call is admitted: any other answer is final, and the
+    // body never comes. Such an answer closes the HTTP/1.1 connection, which would otherwise read whatever
+    // the client sends next as the body it declared.
+    const bodyWithheld = { now: expectsContinue(req) };
+    if (bodyWithheld.now) this.closeAfterAnswer(res, connection);
+    const letBodyCome = () => {
+      if (!bodyWithheld.now) return;
+      bodyWithheld.now = false;
+      if (!this.draining && !res.headersSent) res.removeHeader("connection");
+      res.writeContinue();
+    };
 
     try {
       if (req.method === "CONNECT") {
@@ -177,11 +189,13 @@ export class Dispatcher {
         const refusal = contract && this.admissionRefusal(contract, req, context);
         const unary = refusal ? undefined : this.grpcUnary.accepts(req, res, pathname);
         if (refusal) {
-          await this.refuseRpc(req, res, context, refusal);
+          await this.refuseRpc(req, res, context, refusal, { bodyWithheld: bodyWithheld.now });
         } else if (unary) {
+          letBodyCome();
           // Its failures are in the call context (the interceptors', and its own: protocolFailure).
           await this.grpcUnary.serve(unary, context, url.href);
         } else {
+          letBodyCome();
           const uReq = universalRequestFromNodeRequest(req, res, undefined, withCallContext(createContextValues(), context));
           const unwaitable = unwaitableDeadlineHeader(uReq.header);
           if (unwaitable !== undefined) uReq.header.delete(unwaitable);
@@ -220,8 +234,11 @@ export class Dispatcher {
           component = componentOf(match.route.contract.method.parent.typeName);
           this.allowCrossOrigin(req, res, match.route.contract);
           const refusal = this.admissionRefusal(match.route.contract, req, context);
-          if (refusal) this.gateway.refuseUnread(req, res, context, refusal);
-          else await this.gateway.serve(match, req, res, context, url);
+          if (refusal) this.gateway.refuseUnread(req, res, context, refusal, bodyWithheld.now);
+          else {
+            letBodyCome();
+            await this.gateway.serve(match, req, res, context, url);
+          }
         } else if (match.kind === "wrong-method") {
           // By its template, as matched routes are: a raw path would add a metric series per path a client invents.
           route = `${methodLabel(req.method)} ${match.template}`;
@@ -232,7 +249,7 @@ export class Dispatcher {
           route = "unmatched";
           // Over Connect 404, as its router answers a path it does not serve.
           const unknown = new ConnectError(`no RPC method ${pathname.slice(1)} on this server (list them with server reflection)`, Code.Unimplemented);
-          await this.refuseRpc(req, res, context, unknown, 404);
+          await this.refuseRpc(req, res, context, unknown, { connectStatus: 404, bodyWithheld: bodyWithheld.now });
         } else if (pathname === EVENT_STREAM_PATH) {
           // Its upgrades never get here (listener.ts).
           route = `${methodLabel(req.method)} ${pathname}`;
@@ -284,7 +301,13 @@ export class Dispatcher {
    * Connect as its JSON error under `connectStatus` (by default the HTTP status Connect gives the code: 401 for
    * UNAUTHENTICATED). The error's metadata (the service's error code, the request id) goes with it.
    */
-  private async refuseRpc(req: NodeRequest, res: NodeResponse, context: CallContext, error: ConnectError, connectStatus = codeToHttpStatus(error.code)): Promise<void> {
+  private async refuseRpc(
+    req: NodeRequest,
+    res: NodeResponse,
+    context: CallContext,
+    error: ConnectError,
+    { connectStatus = codeToHttpStatus(error.code), bodyWithheld }: { connectStatus?: number; bodyWithheld: boolean },
+  ): Promise<void> {
     context.error = error;
     error.metadata.set(REQUEST_ID_HEADER, context.requestId);
     const contentType = req.headers["content-type"] ?? "";
@@ -294,9 +317,13 @@ export class Dispatcher {
     // its side, and would otherwise wait for the request timeout and read a reset instead of the status. Over HTTP/1.1 the
     // message is read first: an answer before the upload's end would leave the client blocked in it.
     // A message declared, or found, over the size limit is read no further: the connection closes after the
-    // answer, as after a message over the limit from a caller let through (dropBody).
+    // answer, as after a message over the limit from a caller let through (dropBody). A body the client holds
+    // back until told to send it (Expect: 100-continue) never comes: the answer goes at once, and the
+    // connection closes after it (handle).
     if ("stream" in res) {
       req.resume();
+    } else if (bodyWithheld) {
+      // Nothing to read.
     } else if ((await dropBody(req, this.deps.maxBodyBytes)) === "over-limit") {
       res.setHeader("connection", "close");
     }

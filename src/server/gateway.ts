@@ -194,8 +194,9 @@ export class RestGateway {
    * limit (dropBody), past which the connection is closed, as after a 413, rather than read for as long as the
    * client sends.
    */
-  refuseUnread(req: NodeRequest, res: NodeResponse, context: CallContext, error: ConnectError): void {
-    if (!("stream" in res) && !req.complete) {
+  refuseUnread(req: NodeRequest, res: NodeResponse, context: CallContext, error: ConnectError, bodyWithheld: boolean): void {
+    // A body held back for a 100 Continue never comes; the dispatcher closes the connection after the answer.
+    if (!("stream" in res) && !req.complete && !bodyWithheld) {
       const { maxBodyBytes } = this.options;
       if (Number(req.headers["content-length"] ?? NaN) > maxBodyBytes) {
         res.setHeader("connection", "close");

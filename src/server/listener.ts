@@ -119,6 +119,10 @@ export class DualProtocolListener {
     this.http2 = http2.createServer({ maxSessionMemory: 32, settings: { maxConcurrentStreams: MAX_STREAMS_PER_SESSION } }, listener);
     // CONNECT streams too: Node would answer them a bare 405 that no log or metric sees (dispatcher.ts answers them).
     this.http2.on("connect", listener);
+    // A request with `Expect: 100-continue` too, on either version: Node would answer 100 at once, before anyone
+    // knows whether the call is admitted; the dispatcher answers it once the body is to be read (letBodyCome).
+    this.http1.on("checkContinue", listener);
+    this.http2.on("checkContinue", listener);
     this.http2.on("session", (session) => {
       this.sessions.add(session);
       session.once("close", () => this.sessions.delete(session));

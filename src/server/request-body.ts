@@ -93,3 +93,12 @@ export function dropBody(req: Readable & { readonly complete: boolean; readonly 
     req.on("data", onData).on("end", onEnd).on("error", onGone).on("close", onGone);
   });
 }
+
+/** Node's own test, so that the requests it hands over unanswered (`checkContinue`) are the ones found here. */
+const CONTINUE_EXPECTATION = /(?:^|\W)100-continue(?:$|\W)/i;
+
+/** Whether the client waits to be told (100 Continue) before it sends its body (RFC 9110, 10.1.1). */
+export function expectsContinue(req: { readonly headers: { readonly expect?: string | undefined } }): boolean {
+  const { expect } = req.headers;
+  return expect !== undefined && CONTINUE_EXPECTATION.test(expect);
+}
