@@ -135,11 +135,26 @@ describe("a request Node's HTTP/1.1 parser cannot read", () => {
     expect(await rawHttp1("GET /api/health/live HTTP/1.0\r\n\r\n")).toMatch(/^HTTP\/1\.1 200 /);
   });
 
-  it("keeps Node's 408 for a request not whole in time, its headers or its body", async () => {
+  it("keeps Node's 408 for a request not whole in time, its headers or its body, and logs the call so", async () => {
     expect(await rawHttp1("GET /api/health HTTP/1.1\r\nHost: x\r\n")).toBe("HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n");
-    expect(await rawHttp1(`POST /api/v1/decide HTTP/1.1\r\nHost: x\r\nX-API-Key: ${secret}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"u`)).toBe(
-      "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n",
-    );
+    const logged = server.logs.length;
+    for (const [path, contentType] of [["/api/v1/decide", "application/json"], ["/fraud.v1.DecisionService/Decide", "application/json"]]) {
+      expect(await rawHttp1(`POST ${path} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${secret}\r\nContent-Type: ${contentType}\r\nContent-Length: 100\r\n\r\n{"u`)).toBe(
+        "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n",
+      );
+    }
+    // The calls whose bodies did not come in time, as a client that did not send them, not as one that went away (499).
+    const calls = () =>
+      server.logs
+        .slice(logged)
+        .map((line) => JSON.parse(line) as { msg: string; route?: string; status?: number; code?: string; level?: string })
+        .filter((line) => line.msg === "request")
+        .map(({ route, status, code, level }) => ({ route, status, code, level }));
+    await expect.poll(() => calls().length).toBe(2);
+    expect(calls()).toEqual([
+      { route: "POST /api/v1/decide", status: 408, code: "TIMEOUT", level: "info" },
+      { route: "/fraud.v1.DecisionService/Decide", status: 408, code: "TIMEOUT", level: "info" },
+    ]);
   });
 });
 

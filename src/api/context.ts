@@ -31,6 +31,11 @@ export interface CallContext {
   rateLimitHeaders?: Array<[string, string]>;
   /** The error code of a refusal the RPC library made before any of the service's code ran (library-refusal.ts). */
   refusal?: string | undefined;
+  /**
+   * The status of an answer written on the connection itself rather than through the call's response: a 408
+   * for a request whose body did not come in time (dispatcher.ts refuseUnreadableRequest).
+   */
+  answeredOnConnection?: number;
 }
 
 const callContextKey = createContextKey<CallContext | undefined>(undefined, { description: "fraud call context" });

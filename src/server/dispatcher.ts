@@ -126,7 +126,7 @@ export class Dispatcher {
       // Closed before its answer was delivered: the client went away (the nginx convention, 499).
       // (writableEnded rather than writableFinished: Node's HTTP/2 answer reads as finished once its stream
       // closes, whatever was written.)
-      const status = res.writableEnded ? res.statusCode : CLIENT_CLOSED_REQUEST;
+      const status = res.writableEnded ? res.statusCode : (context.answeredOnConnection ?? CLIENT_CLOSED_REQUEST);
       this.observe(context, route, component, status, grpcStatus());
       this.inFlight.delete(res);
       if (connection) {
@@ -461,7 +461,8 @@ export class Dispatcher {
    * number): such a request is a call already, answered so under its own route, unless it was answered
    * already. When an earlier request on the connection still waits for its answer, or that request was
    * answered before its body was in, nothing is written (the client would read it as another's answer).
-   * A request not whole in time is answered 408 as Node answers it.
+   * A request not whole in time is answered 408 as Node answers it, and the call whose body was being read
+   * is logged and counted with that answer.
    */
   readonly refuseUnreadableRequest = (error: NodeJS.ErrnoException, socket: net.Socket): void => {
     const pending = this.pendingOnSocket.get(socket) ?? 0;
@@ -475,6 +476,12 @@ export class Dispatcher {
       return;
     }
     if (error.code === "ERR_HTTP_REQUEST_TIMEOUT") {
+      // Node's own answer, on the connection: the call whose body was still coming is logged and counted with
+      // it (a client that did not send its request in time), not as one that went away (499).
+      if (beingRead) {
+        beingRead.context.answeredOnConnection = 408;
+        beingRead.context.refusal = "TIMEOUT";
+      }
       socket.end(REQUEST_TIMEOUT_ANSWER, () => socket.destroy());
       return;
     }
