@@ -61,7 +61,8 @@ export class WeightsRepository {
     if (!row) return DEFAULT_WEIGHTS;
     const checked = validateWeights({ version: row.version, weights: JSON.parse(row.weights) as unknown });
     if (!checked.ok) throw new Error(`stored weights of ${tenant.accountId}/${tenant.environment} are invalid: ${checked.errors.join("; ")}`);
-    return checked.value;
+    // Shared by every caller until the weights change: frozen, as the defaults are.
+    return Object.freeze({ version: checked.value.version, weights: Object.freeze(checked.value.weights) });
   }
 
   /**
