@@ -255,6 +255,14 @@ describe("policies acting on decisions", () => {
     };
     expect(await analyze("blocked_at_edge")).toMatchObject({ decision: "deny", riskLevel: "low", hasElevatedRisk: true, riskReasons: ["POLICY_DENY"] });
     expect(await analyze("someone_else")).toMatchObject({ decision: "allow", riskLevel: "low", hasElevatedRisk: false, riskReasons: [] });
+
+    // A rule that reads the signals sees the fast path's (analyze asks the engine for them only when the
+    // account has active policies of its own).
+    await call<PolicyJson>("POST", "/api/v1/policies", { name: "Edge agents", status: "active", priority: 96, actions: ["password_change"], rules: [{ condition: "signals.userAgent.present == false", action: "challenge" }] });
+    const { status, body } = await call<{ decision: string; riskReasons: string[] }>("POST", "/api/v1/analyze", { userId: "no_agent", action: "password_change", ip: "81.2.69.160" });
+    expect(status).toBe(200);
+    expect(body).toMatchObject({ decision: "challenge", riskReasons: expect.arrayContaining(["POLICY_CHALLENGE"]) as unknown });
+    expect(await analyze("someone_else")).toMatchObject({ decision: "allow" });
   });
 
   it("matches IP lists by CIDR range, honours entry expiry, and feeds deny lists to the engine", async () => {

@@ -10,8 +10,8 @@ import { GraphRepository } from "../store/graph.js";
 import { HistoryRepository } from "../store/history.js";
 import { graphKeysOf } from "../graph/entities.js";
 import { runBacktest, type BacktestOutcome, type BacktestTask } from "./backtest.js";
-import type { EngineOutcome, EngineTask } from "./engine-types.js";
-import { FastPath } from "./fast-path.js";
+import type { AnalyzeOutcome, EngineOutcome, EngineTask, FullTask } from "./engine-types.js";
+import { FastPath, analyzeOutcome } from "./fast-path.js";
 
 export interface EngineWorkerData {
   reference: SharedReferenceData;
@@ -33,12 +33,11 @@ const consortium = new ConsortiumRepository(db);
 const sleeper = new Int32Array(new SharedArrayBuffer(4));
 
 /** The evaluations of one batch (engine.ts), in order. */
-export function evaluateBatch(tasks: readonly EngineTask[]): EngineOutcome[] {
-  return tasks.map(evaluate);
+export function evaluateBatch(tasks: readonly EngineTask[]): Array<EngineOutcome | AnalyzeOutcome> {
+  return tasks.map((task) => (task.mode === "fast" ? analyzeOutcome(fastPath.outcome(task), task) : evaluate(task)));
 }
 
-function evaluate(task: EngineTask): EngineOutcome {
-  if (task.mode === "fast") return fastPath.outcome(task);
+function evaluate(task: FullTask): EngineOutcome {
   const started = performance.now();
   const fast = fastPath.signals(task);
   const fastDone = performance.now();

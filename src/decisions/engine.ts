@@ -2,9 +2,9 @@ import { Piscina } from "piscina";
 import { AtCapacityError } from "../api/errors.js";
 import { DEFAULT_WEIGHTS, ReferenceData, type EngineInput, type ReferenceDataOptions } from "../engine/index.js";
 import type { BacktestOutcome, BacktestTask } from "./backtest.js";
-import type { EngineOutcome, EngineTask, FastTask, FullTask } from "./engine-types.js";
+import type { AnalyzeOutcome, EngineOutcome, EngineTask, FastTask, FullTask, OutcomeOf } from "./engine-types.js";
 import type { EngineWorkerData } from "./engine-worker.js";
-import { FastPath } from "./fast-path.js";
+import { FastPath, analyzeOutcome } from "./fast-path.js";
 import { entityKeysByKind } from "../graph/entities.js";
 import { NONE_IN_FLIGHT } from "./in-flight.js";
 import type { Logger } from "../log.js";
@@ -81,7 +81,7 @@ export class DecisionEngine {
       }
       const workerData: Omit<EngineWorkerData, "role"> = { reference, dataDir: options.dataDir, storeLatencyMs: options.storeLatencyMs ?? 0 };
       const filename = new URL("./engine-worker-entry.mjs", import.meta.url).href;
-      const evaluations = new Piscina<EngineTask[], EngineOutcome[]>({
+      const evaluations = new Piscina<EngineTask[], PoolOutcome[]>({
         filename,
         minThreads: options.threads,
         maxThreads: options.threads,
@@ -138,7 +138,7 @@ export class DecisionEngine {
     // A full queue refuses the decide (503); any other failure of the comprehensive path falls back to the fast one.
     const first = await this.withinBudget(full.catch((error: unknown) => (error instanceof AtCapacityError ? Promise.reject(error) : ("failed" as const))));
     if (first !== "late" && first !== "failed") return { outcome: first, comprehensiveInTime: true };
-    return { outcome: pools.here.outcome({ ...task, mode: "fast" }), comprehensiveInTime: false, late: full.catch(() => undefined) };
+    return { outcome: pools.here.outcome(task), comprehensiveInTime: false, late: full.catch(() => undefined) };
   }
 
   /**
@@ -156,20 +156,13 @@ export class DecisionEngine {
     const entities = { userId: WARM_UP_INPUT.userId, ip: WARM_UP_INPUT.ip, deviceId: "", email: WARM_UP_INPUT.email };
     const keys = entityKeysByKind(entities);
     const nowMs = Date.now();
-    const tasks = WARM_UP_USER_AGENTS.map((userAgent, i): EngineTask => ({
-      mode: i === 0 ? "full" : "fast",
-      tenant: { accountId: "", environment: "test" },
-      input: { ...WARM_UP_INPUT, userAgent },
-      entities,
-      keys,
-      inFlight: NONE_IN_FLIGHT,
-      nowMs,
-      weights: DEFAULT_WEIGHTS,
-      denylisted: false,
-    }));
+    const tasks = WARM_UP_USER_AGENTS.map((userAgent, i): EngineTask => {
+      const evaluation = { tenant: { accountId: "", environment: "test" as const }, input: { ...WARM_UP_INPUT, userAgent }, entities, nowMs, weights: DEFAULT_WEIGHTS, denylisted: false };
+      return i === 0 ? { ...evaluation, mode: "full", keys, inFlight: NONE_IN_FLIGHT } : { ...evaluation, mode: "fast", withSignals: false };
+    });
     const pools = await this.pools;
     try {
-      for (const task of tasks) pools.here.outcome({ ...task, mode: "fast" });
+      for (const task of tasks) pools.here.outcome(task);
       await pools.engine.warmUp(tasks);
     } catch (error) {
       // Start-up stops on it: say where it came from, not only what it was.
@@ -178,14 +171,14 @@ export class DecisionEngine {
   }
 
   /** The fast path alone (analyze): from the pool, or computed here when the pool has not answered within the budget. */
-  async fast(task: Omit<FastTask, "mode">): Promise<EngineOutcome> {
+  async fast(task: Omit<FastTask, "mode">): Promise<AnalyzeOutcome> {
     const pools = await this.pools;
     const evaluation = pools.engine.run({ ...task, mode: "fast" });
     const first = await this.withinBudget(evaluation);
     if (first !== "late") return first;
     // The pool's outcome, the same as this one, is dropped when it comes; a failure then has no one to tell.
     evaluation.catch(() => undefined);
-    return pools.here.outcome({ ...task, mode: "fast" });
+    return analyzeOutcome(pools.here.outcome(task), task);
   }
 
   /** What `evaluation` settles to if it does within the budget (measured from now, so queueing counts), else "late". */
@@ -248,9 +241,16 @@ const WARM_UP_USER_AGENTS = [
   "curl/8.5.0",
 ];
 
+/** What the pool's threads answer an evaluation with (engine-worker.ts): by the task's mode. */
+type PoolOutcome = EngineOutcome | AnalyzeOutcome;
+
+function outcomeFits<T extends EngineTask>(task: T, outcome: PoolOutcome): outcome is OutcomeOf<T> {
+  return task.mode === "full" ? "result" in outcome : "signalCoverage" in outcome;
+}
+
 interface Waiting {
   task: EngineTask;
-  resolve(outcome: EngineOutcome): void;
+  resolve(outcome: PoolOutcome): void;
   reject(error: unknown): void;
 }
 
@@ -270,15 +270,16 @@ class EngineBatches {
     private readonly threads: number,
     /** What the pool would hold before refusing more, in evaluations rather than batches. */
     private readonly queueLimit: number,
-    private readonly pool: Piscina<EngineTask[], EngineOutcome[]>,
+    private readonly pool: Piscina<EngineTask[], PoolOutcome[]>,
   ) {}
 
-  run(task: EngineTask): Promise<EngineOutcome> {
+  run<T extends EngineTask>(task: T): Promise<OutcomeOf<T>> {
     // Bounded: under overload, fail fast instead of queueing without limit.
     if (this.unanswered >= this.queueLimit) return Promise.reject(new AtCapacityError("the engine's queue is full"));
     this.unanswered++;
-    return new Promise<EngineOutcome>((resolve, reject) => {
-      if (this.waiting.push({ task, resolve, reject }) === 1) setImmediate(() => this.flush());
+    return new Promise<OutcomeOf<T>>((resolve, reject) => {
+      const settle = (outcome: PoolOutcome) => (outcomeFits(task, outcome) ? resolve(outcome) : reject(new Error(`the engine answered a ${task.mode} evaluation with another kind of outcome`)));
+      if (this.waiting.push({ task, resolve: settle, reject }) === 1) setImmediate(() => this.flush());
     }).finally(() => this.unanswered--);
   }
 

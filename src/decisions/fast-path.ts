@@ -1,8 +1,8 @@
 // The fast path of one evaluation: in-memory signals and their score. The engine threads run it for every
 // evaluation; the request thread runs it too, as the answer of last resort when the pool is late (engine.ts),
 // over the same shared reference tables. Both therefore compute exactly the same outcome.
-import { computeFastSignals, mergeSignals, paymentOf, scoreSignals, type FastSignals, type ReferenceData } from "../engine/index.js";
-import type { EngineOutcome, EngineTask } from "./engine-types.js";
+import { computeFastSignals, mergeSignals, paymentOf, scoreSignals, type FastSignals, type ReferenceData, type Signals } from "../engine/index.js";
+import type { AnalyzeOutcome, EngineOutcome, EvaluationInput, FastTask } from "./engine-types.js";
 
 /** The Tor and datacenter lists can change while the service runs; look at most once a second. */
 const RELOAD_CHECK_MS = 1_000;
@@ -13,7 +13,7 @@ export class FastPath {
   constructor(private readonly reference: ReferenceData) {}
 
   /** The in-memory signals of `task`, from list files reread when they changed. */
-  signals(task: EngineTask): FastSignals {
+  signals(task: EvaluationInput): FastSignals {
     const now = performance.now();
     if (now - this.lastReloadCheck > RELOAD_CHECK_MS) {
       this.lastReloadCheck = now;
@@ -23,11 +23,29 @@ export class FastPath {
   }
 
   /** The fast path's whole outcome: its signals scored, the store categories marked unavailable. */
-  outcome(task: EngineTask): EngineOutcome {
+  outcome(task: EvaluationInput): EngineOutcome {
     const started = performance.now();
     // A payment's amount category applies though the store did not answer: it counts for coverage, without data.
     const signals = mergeSignals(this.signals(task), null, { denylisted: task.denylisted }, paymentOf(task.input));
     const result = scoreSignals(signals, task.weights);
     return { signals, result, fastPathMs: performance.now() - started, comprehensivePathMs: 0 };
   }
+}
+
+/** Analyze's share of a fast outcome (part 2.3): its score, reasons and coverage, and the signals if asked for. */
+export function analyzeOutcome(outcome: EngineOutcome, task: Pick<FastTask, "withSignals">): AnalyzeOutcome {
+  return {
+    score: outcome.result.score,
+    reasons: outcome.result.reasons,
+    signalCoverage: analyzeCoverage(outcome.signals),
+    signals: task.withSignals ? outcome.signals : undefined,
+  };
+}
+
+/** Analyze's `signalCoverage` (docs/decisions.md): what of the browser's side it was given. */
+function analyzeCoverage(signals: Signals): AnalyzeOutcome["signalCoverage"] {
+  const hasAgent = signals.userAgent.present;
+  const hasDevice = signals.device.present;
+  if (!hasAgent && !hasDevice) return "minimal";
+  return hasAgent && hasDevice && signals.network.valid ? "full" : "partial";
 }

@@ -17,6 +17,7 @@ import { apiError } from "../api/errors.js";
 import { canonicalJson, sha256Hex } from "../canonical-json.js";
 import type { Clock } from "../clock.js";
 import type { DecisionEngine } from "../decisions/engine.js";
+import type { AnalyzeOutcome } from "../decisions/engine-types.js";
 import type { DecisionDetails, PolicyResultRecord } from "../decisions/record.js";
 import type { DecisionWriter, PolicyEffects } from "../decisions/writer.js";
 import type { PolicyInputs, PolicySets, TenantPolicies } from "../decisions/policy-set.js";
@@ -326,21 +327,20 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
         weights: deps.weights.current(tenant),
         // A denylisted entity is a hard signal here as in decide: it never reads as low risk.
         denylisted: onDenyList(policies, entities),
+        withSignals: policies.hasOwnActive,
       });
-      const { result } = outcome;
+      const { score } = outcome;
       // The account's active policies decide here as in decide, over the fast path's signals (the store's
       // categories are unavailable); without one of its own, the built-in thresholds, that is the score.
-      const evaluation = policies.hasOwnActive
-        ? deps.policies.evaluateActive(policies, policyInputs(request, ip, result.score, outcome.signals))
-        : undefined;
-      const decision = evaluation?.decision ?? decideFromScore(result.score);
-      const reasons = evaluation === undefined ? result.reasons : decisionReasons(result.reasons, evaluation);
+      const evaluation = policies.hasOwnActive ? deps.policies.evaluateActive(policies, policyInputs(request, ip, score, signalsOf(outcome))) : undefined;
+      const decision = evaluation?.decision ?? decideFromScore(score);
+      const reasons = evaluation === undefined ? outcome.reasons : decisionReasons(outcome.reasons, evaluation);
       const fingerprint = deviceFingerprint(request.device, request.userAgent);
       // Keyed per account and environment: the same device has unrelated ids in test and live.
       const visitorId = `vis_${keyedId(tenant.accountId, `visitor:${tenant.environment}`, visitorKey(request.deviceId, request.device, fingerprint, ip))}`;
-      const riskLevel = riskLevelFromScore(result.score);
+      const riskLevel = riskLevelFromScore(score);
       const decisionId = newId("dec");
-      deps.analyzeState.put(tenant, `visitor:${visitorId}`, { lastDecisionId: decisionId, riskLevel, score: result.score, at: now }, now + ANALYZE_STATE_TTL_MS);
+      deps.analyzeState.put(tenant, `visitor:${visitorId}`, { lastDecisionId: decisionId, riskLevel, score, at: now }, now + ANALYZE_STATE_TTL_MS);
       return {
         decision,
         riskLevel,
@@ -350,7 +350,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
         // The band says how risky; a rule of the account's own that challenged or denied says so too.
         hasElevatedRisk: hasElevatedRisk(riskLevel) || (evaluation !== undefined && decidedByOwnPolicy(evaluation) && decision !== "allow"),
         riskReasons: reasons.filter((reason) => reason !== "LOW_RISK"),
-        signalCoverage: analyzeCoverage(outcome.signals),
+        signalCoverage: outcome.signalCoverage,
         processingTimeMs: round3(performance.now() - started),
         decisionId,
       };
@@ -380,11 +380,10 @@ function replay(storedHash: string, requestHash: string, response: Uint8Array) {
  * minimal: neither user agent nor device; partial: anything in between. Judged
  * by what the engine read: a user agent of spaces is none (MISSING_USER_AGENT).
  */
-function analyzeCoverage(signals: Signals): "full" | "partial" | "minimal" {
-  const hasAgent = signals.userAgent.present;
-  const hasDevice = signals.device.present;
-  if (!hasAgent && !hasDevice) return "minimal";
-  return hasAgent && hasDevice && signals.network.valid ? "full" : "partial";
+/** The signals of an analyze whose account's policies read them (asked for with FastTask.withSignals). */
+function signalsOf(outcome: AnalyzeOutcome): Signals {
+  if (!outcome.signals) throw new Error("the engine's outcome carries no signals for the account's policies to read");
+  return outcome.signals;
 }
 
 function toDecisionRecord(stored: StoredDecision<DecisionDetails>, tenant: Tenant, signals: JsonObject): MessageInitShape<typeof DecisionRecordSchema> {

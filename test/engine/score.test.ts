@@ -17,7 +17,7 @@ import {
 import type { CategoryWeights, EngineInput, HistorySnapshot, ReasonCode, Signals } from "../../src/engine/index.js";
 import { cleanDesktopLogin, cleanIphoneLogin, knownUserSnapshot, NOW_MS, TOR_BULK_EXIT_LIST, USER_AGENTS } from "./fixtures.js";
 import { RISK_MUTATIONS } from "./risk-mutations.js";
-import { FastPath } from "../../src/decisions/fast-path.js";
+import { FastPath, analyzeOutcome } from "../../src/decisions/fast-path.js";
 import { seededRandom } from "../helpers/random.js";
 import { canonicalJson } from "../../src/canonical-json.js";
 import { writeFileSync } from "node:fs";
@@ -233,7 +233,7 @@ describe("properties", () => {
   it("counts a payment's amount as missing data when the fast path answers alone", () => {
     const fastPath = new FastPath(data);
     const outcome = (input: EngineInput) =>
-      fastPath.outcome({ mode: "fast", tenant: { accountId: "acc_1", environment: "test" }, input, entities: { userId: input.userId, ip: "", deviceId: "", email: "" }, nowMs: NOW_MS, weights: DEFAULT_WEIGHTS, denylisted: false });
+      fastPath.outcome({ tenant: { accountId: "acc_1", environment: "test" }, input, entities: { userId: input.userId, ip: "", deviceId: "", email: "" }, nowMs: NOW_MS, weights: DEFAULT_WEIGHTS, denylisted: false });
     const login = outcome(cleanDesktopLogin());
     const payment = outcome({ ...cleanDesktopLogin(), action: "purchase", amount: 60, currency: "GBP" });
     // network, device, behaviour and e-mail (0.58) of all eight categories for a payment; of all but amount for a login.
@@ -241,6 +241,19 @@ describe("properties", () => {
     expect(payment.result.coverage).toBe(0.58);
     expect(payment.result.confidence).toBeLessThan(login.result.confidence);
     expect(payment.signals.amount).toMatchObject({ available: false, value: 60, currency: "GBP", spike: false });
+  });
+
+  it("gives analyze its share of a fast outcome: score, reasons and coverage, and the signals only when asked for", () => {
+    const fastPath = new FastPath(data);
+    const outcome = (input: EngineInput) =>
+      fastPath.outcome({ tenant: { accountId: "acc_1", environment: "test" }, input, entities: { userId: input.userId, ip: "", deviceId: "", email: "" }, nowMs: NOW_MS, weights: DEFAULT_WEIGHTS, denylisted: false });
+    const browser = outcome(cleanDesktopLogin());
+    const lean = analyzeOutcome(browser, { withSignals: false });
+    expect(lean).toEqual({ score: browser.result.score, reasons: browser.result.reasons, signalCoverage: "full", signals: undefined });
+    expect(analyzeOutcome(browser, { withSignals: true }).signals).toBe(browser.signals);
+    const { device: _device, ...withoutDevice } = cleanDesktopLogin();
+    expect(analyzeOutcome(outcome(withoutDevice), { withSignals: false }).signalCoverage).toBe("partial");
+    expect(analyzeOutcome(outcome({ userId: "u", action: "login", ip: "8.8.8.8" }), { withSignals: false }).signalCoverage).toBe("minimal");
   });
 
   it("is less confident when categories disagree", () => {
