@@ -42,7 +42,11 @@ export function analyzeOutcome(outcome: EngineOutcome, task: Pick<FastTask, "wit
   };
 }
 
-/** Analyze's `signalCoverage` (docs/decisions.md): what of the browser's side it was given. */
+/**
+ * Analyze's `signalCoverage` (docs/decisions.md). full: the network, the user agent and the device were all
+ * there to read; minimal: neither user agent nor device; partial: anything in between. Judged by what the
+ * engine read: a user agent of spaces is none (MISSING_USER_AGENT).
+ */
 function analyzeCoverage(signals: Signals): AnalyzeOutcome["signalCoverage"] {
   const hasAgent = signals.userAgent.present;
   const hasDevice = signals.device.present;

@@ -141,14 +141,14 @@ export class Dispatcher {
     // that add the request id to the service's answers run (a body too large, bytes that do not decode).
     res.setHeader(REQUEST_ID_HEADER, context.requestId);
     // A client that sent `Expect: 100-continue` waits with its body until told to send it (listener.ts). It is
-    // told only on the paths that read the body, once the call is admitted: any other answer is final, and the
-    // body never comes. Such an answer closes the HTTP/1.1 connection, which would otherwise read whatever
-    // the client sends next as the body it declared.
-    const bodyWithheld = { now: expectsContinue(req) };
-    if (bodyWithheld.now) this.closeAfterAnswer(res, connection);
+    // told only on the paths that read the body, once the call is admitted: any other answer (a refusal, which
+    // comes before) is final, and the body never comes. Such an answer closes the HTTP/1.1 connection, which
+    // would otherwise read whatever the client sends next as the body it declared.
+    let continueOwed = expectsContinue(req);
+    if (continueOwed) this.closeAfterAnswer(res, connection);
     const letBodyCome = () => {
-      if (!bodyWithheld.now) return;
-      bodyWithheld.now = false;
+      if (!continueOwed) return;
+      continueOwed = false;
       if (!this.draining && !res.headersSent) res.removeHeader("connection");
       res.writeContinue();
     };
@@ -189,7 +189,7 @@ export class Dispatcher {
         const refusal = contract && this.admissionRefusal(contract, req, context);
         const unary = refusal ? undefined : this.grpcUnary.accepts(req, res, pathname);
         if (refusal) {
-          await this.refuseRpc(req, res, context, refusal, { bodyWithheld: bodyWithheld.now });
+          await this.refuseRpc(req, res, context, refusal);
         } else if (unary) {
           letBodyCome();
           // Its failures are in the call context (the interceptors', and its own: protocolFailure).
@@ -234,7 +234,7 @@ export class Dispatcher {
           component = componentOf(match.route.contract.method.parent.typeName);
           this.allowCrossOrigin(req, res, match.route.contract);
           const refusal = this.admissionRefusal(match.route.contract, req, context);
-          if (refusal) this.gateway.refuseUnread(req, res, context, refusal, bodyWithheld.now);
+          if (refusal) this.gateway.refuseUnread(req, res, context, refusal);
           else {
             letBodyCome();
             await this.gateway.serve(match, req, res, context, url);
@@ -249,7 +249,7 @@ export class Dispatcher {
           route = "unmatched";
           // Over Connect 404, as its router answers a path it does not serve.
           const unknown = new ConnectError(`no RPC method ${pathname.slice(1)} on this server (list them with server reflection)`, Code.Unimplemented);
-          await this.refuseRpc(req, res, context, unknown, { connectStatus: 404, bodyWithheld: bodyWithheld.now });
+          await this.refuseRpc(req, res, context, unknown, 404);
         } else if (pathname === EVENT_STREAM_PATH) {
           // Its upgrades never get here (listener.ts).
           route = `${methodLabel(req.method)} ${pathname}`;
@@ -301,13 +301,7 @@ export class Dispatcher {
    * Connect as its JSON error under `connectStatus` (by default the HTTP status Connect gives the code: 401 for
    * UNAUTHENTICATED). The error's metadata (the service's error code, the request id) goes with it.
    */
-  private async refuseRpc(
-    req: NodeRequest,
-    res: NodeResponse,
-    context: CallContext,
-    error: ConnectError,
-    { connectStatus = codeToHttpStatus(error.code), bodyWithheld }: { connectStatus?: number; bodyWithheld: boolean },
-  ): Promise<void> {
+  private async refuseRpc(req: NodeRequest, res: NodeResponse, context: CallContext, error: ConnectError, connectStatus = codeToHttpStatus(error.code)): Promise<void> {
     context.error = error;
     error.metadata.set(REQUEST_ID_HEADER, context.requestId);
     const contentType = req.headers["content-type"] ?? "";
@@ -322,8 +316,8 @@ export class Dispatcher {
     // connection closes after it (handle).
     if ("stream" in res) {
       req.resume();
-    } else if (bodyWithheld) {
-      // Nothing to read.
+    } else if (expectsContinue(req)) {
+      // Nothing to read: a refusal comes before the 100 Continue.
     } else if ((await dropBody(req, this.deps.maxBodyBytes)) === "over-limit") {
       res.setHeader("connection", "close");
     }

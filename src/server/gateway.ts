@@ -22,7 +22,7 @@ import { SIXTY_FOUR_BIT, jsonShapeViolations } from "../api/json-shape.js";
 import { notPercentEncoding, percentDecoded, queryParameters, repeatedParameter, unknownParameter } from "../api/query-parameters.js";
 import type { UnaryInvoker } from "../api/unary-invoker.js";
 import { invalidRequest } from "../api/validation.js";
-import { ClientGoneError, NotUtf8Error, dropBody, readBody, strictUtf8 } from "./request-body.js";
+import { ClientGoneError, NotUtf8Error, dropBody, expectsContinue, readBody, strictUtf8 } from "./request-body.js";
 import { PROTOTYPE_KEY, structureProblem } from "./json-keys.js";
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
@@ -194,9 +194,10 @@ export class RestGateway {
    * limit (dropBody), past which the connection is closed, as after a 413, rather than read for as long as the
    * client sends.
    */
-  refuseUnread(req: NodeRequest, res: NodeResponse, context: CallContext, error: ConnectError, bodyWithheld: boolean): void {
-    // A body held back for a 100 Continue never comes; the dispatcher closes the connection after the answer.
-    if (!("stream" in res) && !req.complete && !bodyWithheld) {
+  refuseUnread(req: NodeRequest, res: NodeResponse, context: CallContext, error: ConnectError): void {
+    // A body held back for a 100 Continue (which a refusal never sends) never comes; the dispatcher closes the
+    // connection after the answer.
+    if (!("stream" in res) && !req.complete && !expectsContinue(req)) {
       const { maxBodyBytes } = this.options;
       if (Number(req.headers["content-length"] ?? NaN) > maxBodyBytes) {
         res.setHeader("connection", "close");

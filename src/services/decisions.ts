@@ -375,11 +375,6 @@ function replay(storedHash: string, requestHash: string, response: Uint8Array) {
   return fromBinary(DecideResponseSchema, response);
 }
 
-/**
- * full: the network, the user agent and the device were all there to read;
- * minimal: neither user agent nor device; partial: anything in between. Judged
- * by what the engine read: a user agent of spaces is none (MISSING_USER_AGENT).
- */
 /** The signals of an analyze whose account's policies read them (asked for with FastTask.withSignals). */
 function signalsOf(outcome: AnalyzeOutcome): Signals {
   if (!outcome.signals) throw new Error("the engine's outcome carries no signals for the account's policies to read");

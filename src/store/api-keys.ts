@@ -1,4 +1,4 @@
-import { ChangeCounter } from "./change-counter.js";
+import { CountedCache } from "./change-counter.js";
 import type { Db } from "./database.js";
 import type { Environment, KeyKind, Permission } from "../auth/keys.js";
 
@@ -71,7 +71,6 @@ export class ApiKeyRepository {
   private readonly listByAccountStmt;
   private readonly expireStmt;
   private readonly revokeStmt;
-  private readonly changes;
   /**
    * Keys by hash, as looked up. Every request authenticates, so the lookup is
    * served from memory while the key rows are unchanged: triggers count every
@@ -79,9 +78,10 @@ export class ApiKeyRepository {
    * another (the fraudctl CLI), and a lookup first reads that counter, once per
    * event-loop turn (store/change-counter.ts). New, rotated and revoked keys
    * therefore take effect from the next turn: at once when changed here.
+   * Unknown hashes are remembered too (null), up to the cap: a flood of wrong
+   * keys costs no query each.
    */
-  private readonly byHashCache = new Map<string, ApiKeyWithAccount | null>();
-  private cachedChangeCount = -1;
+  private readonly byHash;
 
   constructor(private readonly db: Db) {
     this.insertStmt = db.prepare(
@@ -104,7 +104,7 @@ export class ApiKeyRepository {
     this.revokeStmt = db.prepare<[number, string]>(
       "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
     );
-    this.changes = new ChangeCounter(db, "api_keys");
+    this.byHash = new CountedCache<string, ApiKeyWithAccount | null>(db, "api_keys", MAX_CACHED_KEYS);
   }
 
   insert(record: ApiKeyRecord): void {
@@ -112,22 +112,15 @@ export class ApiKeyRepository {
       ...record,
       permissions: record.permissions === undefined ? null : JSON.stringify(record.permissions),
     });
-    this.changes.forget();
+    this.byHash.forget();
   }
 
   findByHash(hashHex: string): ApiKeyWithAccount | undefined {
-    const changes = this.changes.current();
-    if (changes !== this.cachedChangeCount || this.byHashCache.size > MAX_CACHED_KEYS) {
-      this.byHashCache.clear();
-      this.cachedChangeCount = changes;
-    }
-    const cached = this.byHashCache.get(hashHex);
-    if (cached !== undefined) return cached ?? undefined;
-    const row = this.byHashStmt.get(hashHex);
-    const found = row ? { ...toRecord(row), accountRateLimitOverrides: row.rate_limit_overrides } : undefined;
-    // Unknown hashes are remembered too, up to the cap: a flood of wrong keys costs no query each.
-    this.byHashCache.set(hashHex, found ?? null);
-    return found;
+    const found = this.byHash.get(hashHex, () => {
+      const row = this.byHashStmt.get(hashHex);
+      return row ? { ...toRecord(row), accountRateLimitOverrides: row.rate_limit_overrides } : null;
+    });
+    return found ?? undefined;
   }
 
   get(id: string): ApiKeyRecord | undefined {
@@ -151,7 +144,7 @@ export class ApiKeyRepository {
         // The replacement first: the old key's row names it.
         this.insert(replacement);
         const expired = this.expireStmt.run(graceEndsAt, replacement.id, oldId).changes === 1;
-        this.changes.forget();
+        this.byHash.forget();
         if (!expired) throw new RotatedMeanwhile();
       })();
       return true;
@@ -163,7 +156,7 @@ export class ApiKeyRepository {
 
   revoke(id: string, now: number): boolean {
     const revoked = this.revokeStmt.run(now, id).changes === 1;
-    this.changes.forget();
+    this.byHash.forget();
     return revoked;
   }
 }

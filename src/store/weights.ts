@@ -1,5 +1,5 @@
 import { DEFAULT_WEIGHTS, validateWeights, type CategoryWeights } from "../engine/index.js";
-import { ChangeCounter } from "./change-counter.js";
+import { CountedCache } from "./change-counter.js";
 import type { Db } from "./database.js";
 import type { Tenant } from "./tenant.js";
 
@@ -12,14 +12,12 @@ export class WeightsRepository {
   private readonly getStmt;
   private readonly insertStmt;
   private readonly updateStmt;
-  private readonly changes;
   /**
    * Weights by tenant ("account/environment"), as read while the change
    * counter (migration 17) stands where it stood then: every decide and
    * analyze asks for them.
    */
-  private readonly byTenant = new Map<string, CategoryWeights>();
-  private cachedChangeCount = -1;
+  private readonly byTenant;
 
   constructor(db: Db) {
     this.getStmt = db.prepare<[string, string], { version: number; weights: string }>(
@@ -32,7 +30,7 @@ export class WeightsRepository {
     this.updateStmt = db.prepare<[number, string, number, string, string, number]>(
       "UPDATE category_weights SET version = ?, weights = ?, updated_at = ? WHERE account_id = ? AND environment = ? AND version = ?",
     );
-    this.changes = new ChangeCounter(db, "category_weights");
+    this.byTenant = new CountedCache<string, CategoryWeights>(db, "category_weights");
   }
 
   /**
@@ -42,18 +40,7 @@ export class WeightsRepository {
    * compares versions in the store.
    */
   current(tenant: Tenant): CategoryWeights {
-    const changes = this.changes.current();
-    if (changes !== this.cachedChangeCount) {
-      this.byTenant.clear();
-      this.cachedChangeCount = changes;
-    }
-    const key = `${tenant.accountId}/${tenant.environment}`;
-    let weights = this.byTenant.get(key);
-    if (!weights) {
-      weights = this.read(tenant);
-      this.byTenant.set(key, weights);
-    }
-    return weights;
+    return this.byTenant.get(`${tenant.accountId}/${tenant.environment}`, () => this.read(tenant));
   }
 
   private read(tenant: Tenant): CategoryWeights {
@@ -76,7 +63,7 @@ export class WeightsRepository {
     const json = JSON.stringify(next);
     const { accountId, environment } = tenant;
     // Whether it wins or finds that another writer did first, what this turn read of the weights is stale.
-    this.changes.forget();
+    this.byTenant.forget();
     if (expectedVersion === DEFAULT_WEIGHTS.version && !this.getStmt.get(accountId, environment)) {
       return this.insertStmt.run(accountId, environment, expectedVersion + 1, json, now).changes === 1;
     }
