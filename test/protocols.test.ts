@@ -496,7 +496,11 @@ describe("what the RPC library refuses before any of the service's code runs", (
       expect(res.status, method).toBe(405);
       expect(res.headers.get("allow")).toBe("POST, OPTIONS");
       expect(res.headers.get("fraud-error-code")).toBe("METHOD_NOT_ALLOWED");
-      expect(await res.json()).toEqual({ code: "unimplemented", message: `${method} is not allowed on /fraud.v1.StatusService/GetStatus: RPCs are called with POST` });
+      expect(await res.json()).toMatchObject({
+        code: "unimplemented",
+        message: `${method} is not allowed on /fraud.v1.StatusService/GetStatus: RPCs are called with POST`,
+        details: [{ type: "fraud.v1.ErrorDetail", debug: { code: "METHOD_NOT_ALLOWED" } }],
+      });
       const requestId = res.headers.get("x-request-id") ?? "";
       await expect.poll(() => server.logs.find((line) => line.includes(requestId) && line.includes('"msg":"request"'))).toMatch(/"status":405,"code":"METHOD_NOT_ALLOWED"/);
     }

@@ -94,6 +94,23 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     expect((server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions").get() as { n: number }).n).toBe(before);
   });
 
+  it("takes a field under its proto name as the protobuf JSON mapping does, and refuses it under both names", async () => {
+    const before = (server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions").get() as { n: number }).n;
+    const both = await post("/api/v1/decide", '{"userId":"victim","action":"login","user_id":"decoy"}');
+    expect(both.status).toBe(400);
+    expect(both.body.error.code).toBe("VALIDATION_ERROR");
+    expect(both.body.error.message).toBe("cannot decode field fraud.v1.DecideRequest.user_id from JSON: set multiple times");
+    expect((server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions").get() as { n: number }).n).toBe(before);
+    const protoName = await fetch(`${server.url}/api/v1/decide`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": secret },
+      body: JSON.stringify({ user_id: "proto_named_user", action: "login", user_agent: "curl/8.5.0" }),
+    });
+    expect(protoName.status).toBe(200);
+    const stored = server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions WHERE user_id = 'proto_named_user'").get() as { n: number };
+    expect(stored.n).toBe(1);
+  });
+
   it("refuses the key __proto__ anywhere in a body, naming where, instead of dropping it unread", async () => {
     const before = (server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions").get() as { n: number }).n;
     const cases: Array<[string, string]> = [
@@ -557,6 +574,34 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     const detail = connectError.findDetails(ErrorDetailSchema)[0];
     expect(detail?.code).toBe("VALIDATION_ERROR");
     expect(detail?.fieldViolations.map((v) => v.field)).toEqual(["userId"]);
+  });
+
+  it("carries the error detail over Connect when the caller is refused before its message is read", async () => {
+    const transport = createConnectTransport({ baseUrl: server.url, httpVersion: "1.1" });
+    const decide = createClient(DecisionService, transport);
+    const lists = createClient(ListService, transport);
+    const refusals = [
+      { call: () => decide.decide({ userId: "u", action: "login" }, { headers: { "x-api-key": "sk_test_not-a-key" } }), code: Code.Unauthenticated, fraudCode: "UNAUTHORIZED" },
+      { call: () => lists.listLists({}, { headers: { "x-api-key": publishable } }), code: Code.PermissionDenied, fraudCode: "FORBIDDEN" },
+    ];
+    for (const { call, code, fraudCode } of refusals) {
+      const error = await call().then(() => undefined, (e: unknown) => e);
+      expect(error, fraudCode).toBeInstanceOf(ConnectError);
+      const connectError = error as ConnectError;
+      expect(connectError.code).toBe(code);
+      expect(connectError.metadata.get("fraud-error-code")).toBe(fraudCode);
+      expect(connectError.findDetails(ErrorDetailSchema)[0]?.code).toBe(fraudCode);
+    }
+    // The raw body is Connect's error JSON, as the router writes it for an error raised in a handler.
+    const res = await fetch(`${server.url}/fraud.v1.DecisionService/Decide`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": "sk_test_not-a-key" },
+      body: JSON.stringify({ userId: "u", action: "login" }),
+    });
+    expect(res.status).toBe(401);
+    const body = (await res.json()) as { code: string; details: Array<{ type: string; value: string; debug: { code: string } }> };
+    expect(body.code).toBe("unauthenticated");
+    expect(body.details.map((d) => [d.type, d.debug.code])).toEqual([["fraud.v1.ErrorDetail", "UNAUTHORIZED"]]);
   });
 
   it("carries the same failure over gRPC with the code string in the trailers", async () => {

@@ -5,11 +5,11 @@ import type net from "node:net";
 import type { Duplex } from "node:stream";
 import { Code, ConnectError, createContextValues, type ConnectRouter } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
-import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
+import { codeToHttpStatus, errorToJson } from "@connectrpc/connect/protocol-connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { DecisionService } from "../../gen/fraud/v1/decision_pb.js";
 import { withCallContext, type CallContext, type Protocol } from "../api/context.js";
-import { contractOf, type MethodContract } from "../api/contract.js";
+import { JSON_WRITE_OPTIONS, contractOf, type MethodContract } from "../api/contract.js";
 import { CLIENT_CLOSED_REQUEST, ERROR_CODE_HEADER, apiError, describeError, internalError } from "../api/errors.js";
 import { REQUEST_ID_HEADER, type HeaderReader } from "../api/interceptors.js";
 import { bodyWithinDeadline, unwaitableDeadlineHeader } from "../api/running-calls.js";
@@ -339,15 +339,15 @@ export class Dispatcher {
       return;
     }
     res.writeHead(connectStatus, { ...Object.fromEntries(error.metadata), "content-type": "application/json" });
-    res.end(JSON.stringify({ code: codeToString(error.code), message: error.rawMessage }));
+    res.end(connectErrorJson(error));
   }
 
-  /** A refusal in Connect's unary error format (`{code, message}`), with the service's error code and request id. */
+  /** A refusal in Connect's unary error format (connectErrorJson), with the service's error code and request id. */
   private answerConnectError(res: NodeResponse, context: CallContext, error: ConnectError, headers: Record<string, string>): void {
     context.error = error;
     const { httpStatus, code } = describeError(error);
     res.writeHead(httpStatus, { ...headers, "content-type": "application/json", [ERROR_CODE_HEADER]: code });
-    res.end(JSON.stringify({ code: codeToString(error.code), message: error.rawMessage }));
+    res.end(connectErrorJson(error));
   }
 
   /** A cross-origin request to an operation browsers may call: its answer is readable by the page (cors.ts). */
@@ -663,4 +663,13 @@ function componentOf(serviceTypeName: string): ComponentName | undefined {
 /** The answer to CONNECT `target` (host:port): the service is no proxy, and opens no tunnels. */
 function tunnelRefusal(target: string | string[] | undefined): ConnectError {
   return apiError("NOT_FOUND", `no endpoint CONNECT ${typeof target === "string" ? target : ""}: the service opens no tunnels (it is no proxy)`);
+}
+
+/**
+ * A refusal's body in Connect's unary error format, as the router writes its own errors: `{code, message,
+ * details}`, the details carrying the service's `fraud.v1.ErrorDetail` (its code, its field violations) for
+ * Connect clients to read with findDetails, as gRPC clients read it from grpc-status-details-bin.
+ */
+function connectErrorJson(error: ConnectError): string {
+  return JSON.stringify(errorToJson(error, JSON_WRITE_OPTIONS));
 }
