@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -759,5 +760,21 @@ describe("audit of policy and list changes", () => {
   it("records every policy and list change in the signed audit log", () => {
     const actions = (server.app.db.prepare("SELECT action FROM audit_log").all() as Array<{ action: string }>).map((row) => row.action);
     expect(actions).toEqual(expect.arrayContaining(["policy.created", "policy.updated", "policy.deleted", "list.updated", "list.entries_added", "list.entries_removed"]));
+  });
+
+  it("records a hash of the entries a call added or removed, which a copy of them can be checked against", async () => {
+    await call("PUT", "/api/v1/lists/audited_emails", { kind: "email", type: "deny" });
+    const expiresAt = new Date(Date.now() + 86_400_000).toISOString();
+    // Normalised (lower case) and sorted by value before hashing, whatever order and spelling the call used.
+    await call("POST", "/api/v1/lists/audited_emails/entries", { entries: [{ value: "Zed@Example.com", expiresAt }, { value: "amy@example.com" }] });
+    await call("POST", "/api/v1/lists/audited_emails/remove", { values: ["zed@example.com", "nobody@example.com"] });
+    const entries = server.app.db
+      .prepare("SELECT action, body FROM audit_log WHERE subject = 'audited_emails' AND action LIKE 'list.entries_%' ORDER BY seq")
+      .all() as Array<{ action: string; body: string }>;
+    const sha256 = (value: unknown) => createHash("sha256").update(JSON.stringify(value)).digest("hex");
+    expect(entries.map((entry) => [entry.action, (JSON.parse(entry.body) as { data: unknown }).data])).toEqual([
+      ["list.entries_added", { added: 2, updated: 0, entriesHash: sha256([["amy@example.com", null], ["zed@example.com", Date.parse(expiresAt)]]) }],
+      ["list.entries_removed", { removed: 1, entriesHash: sha256([["nobody@example.com"], ["zed@example.com"]]) }],
+    ]);
   });
 });

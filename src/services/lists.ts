@@ -5,6 +5,7 @@ import type { ListService, NamedListSchema } from "../../gen/fraud/v1/list_pb.js
 import { apiError } from "../api/errors.js";
 import type { Clock } from "../clock.js";
 import type { PolicySets } from "../decisions/policy-set.js";
+import { canonicalJson, sha256Hex } from "../canonical-json.js";
 import { canonicalCidr } from "../engine/ip.js";
 import { isEmailAddress } from "../engine/signals/email.js";
 import { MAX_LIST_ENTRIES, MAX_LISTS, isUsableNewListName, isValidListName, normalizeListEntry, type ListKind } from "../policies/index.js";
@@ -90,7 +91,8 @@ export function createListService(deps: {
       throw apiError("CONFLICT", `list ${name} would hold ${held} entries, more than the ${MAX_LIST_ENTRIES} allowed; nothing was added`);
     }
     deps.lists.touch(tenant, name, now);
-    changed(tenant, "list.entries_added", name, { added, updated: entries.length - added }, actor);
+    const sorted = entries.map((entry): [string, number | null] => [entry.value, entry.expiresAt ?? null]).sort(byValue);
+    changed(tenant, "list.entries_added", name, { added, updated: entries.length - added, entriesHash: entriesHash(sorted) }, actor);
     return added;
   });
   const removeEntries = deps.db.transaction((tenant: Tenant, list: StoredList, values: string[], actor: AuditActor) => {
@@ -110,7 +112,7 @@ export function createListService(deps: {
       for (const stored of oldSpellings.get(value) ?? []) if (deps.lists.removeEntry(tenant, name, stored)) removed++;
     }
     deps.lists.touch(tenant, name, deps.clock.now());
-    changed(tenant, "list.entries_removed", name, { removed }, actor);
+    changed(tenant, "list.entries_removed", name, { removed, entriesHash: entriesHash(values.map((value): [string] => [value]).sort(byValue)) }, actor);
     return removed;
   });
   const removeList = deps.db.transaction((tenant: Tenant, name: string, actor: AuditActor) => {
@@ -196,4 +198,18 @@ export function createListService(deps: {
       return {};
     },
   };
+}
+
+/** Entries in the order their hash is taken in: by value, in UTF-16 code units as canonical JSON sorts keys. */
+function byValue(a: readonly [string, ...unknown[]], b: readonly [string, ...unknown[]]): number {
+  return a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0;
+}
+
+/**
+ * What a call added or removed, as its audit entry records it: the SHA-256 of the canonical JSON of its
+ * normalised entries sorted by value (docs/audit-log.md). A call carries up to 10,000 entries, too many to
+ * sign into every entry and page through; the hash proves a copy of them is what the call changed.
+ */
+function entriesHash(sorted: ReadonlyArray<readonly [string, ...unknown[]]>): string {
+  return sha256Hex(canonicalJson(sorted));
 }
