@@ -41,6 +41,19 @@ function parseAnswer(answer: string): Refusal {
   return { status: Number(statusLine.split(" ")[1]), headers, body: JSON.parse(body) as Refusal["body"] };
 }
 
+/** The answers on one connection, in order, each read to the end of its Content-Length. */
+function splitAnswers(text: string): Refusal[] {
+  const answers: Refusal[] = [];
+  let rest = Buffer.from(text, "latin1");
+  while (rest.length > 0) {
+    const headEnd = rest.indexOf("\r\n\r\n");
+    const length = Number(/\r\ncontent-length: *(\d+)/i.exec(rest.subarray(0, headEnd).toString("latin1"))?.[1]);
+    answers.push(parseAnswer(rest.subarray(0, headEnd + 4 + length).toString("latin1")));
+    rest = rest.subarray(headEnd + 4 + length);
+  }
+  return answers;
+}
+
 /** The `request` log line of a request id. */
 function logLine(requestId: string): Record<string, unknown> | undefined {
   const line = server.logs.find((l) => l.includes(requestId) && l.includes('"msg":"request"'));
@@ -124,6 +137,30 @@ describe("a request Node's HTTP/1.1 parser cannot read", () => {
     });
     expect(answer.match(/HTTP\/1\.1 \d{3}/g)).toEqual(["HTTP/1.1 404"]);
     expect(server.logs.filter((line) => line.includes('"msg":"request"') && line.includes("a chunk size that is not hexadecimal"))).toEqual([]);
+  });
+
+  it("answers the requests read whole before an unreadable one on the connection, then refuses it and closes", async () => {
+    const decide = (userId: string) => JSON.stringify({ userId, action: "login", ip: "81.2.69.160" });
+    const post = (body: string, declaredLength = Buffer.byteLength(body)) =>
+      `POST /api/v1/decide HTTP/1.1\r\nHost: x\r\nX-API-Key: ${secret}\r\nContent-Type: application/json\r\nContent-Length: ${declaredLength}\r\n\r\n${body}`;
+    const stored = (userId: string) => (server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions WHERE user_id = ?").get(userId) as { n: number }).n;
+
+    // Two decides pipelined, then a request Node cannot parse, all in one write: each decide is stored and its
+    // caller gets its answer (it would otherwise retry a decision already made), then the refusal.
+    const answers = splitAnswers(await rawHttp1(`${post(decide("piped_1"))}${post(decide("piped_2"))}GET /api/health HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n`));
+    expect(answers.map((answer) => answer.status)).toEqual([200, 200, 400]);
+    expect(answers.slice(0, 2).map((answer) => answer.body.success)).toEqual([true, true]);
+    expect(answers[2]?.headers.get("connection")).toBe("close");
+    expect(answers[2]?.body.error.message).toMatch(/^malformed HTTP\/1\.1 request: a header line that is not name: value/);
+    expect([stored("piped_1"), stored("piped_2")]).toEqual([1, 1]);
+    await expect.poll(() => logLine(answers[0]?.body.meta.requestId ?? "")).toMatchObject({ status: 200 });
+    await expect.poll(() => logLine(answers[2]?.body.meta.requestId ?? "")).toMatchObject({ route: "unmatched", status: 400 });
+
+    // A Content-Length shorter than the body: the decide reads what was declared (not JSON: 400), and the
+    // rest of the body, read as the next request, is refused after it.
+    const short = splitAnswers(await rawHttp1(post(decide("short_length"), 10)));
+    expect(short.map((answer) => [answer.status, answer.body.error.code])).toEqual([[400, "VALIDATION_ERROR"], [400, "VALIDATION_ERROR"]]);
+    expect(short[1]?.body.error.message).toMatch(/^malformed HTTP\/1\.1 request/);
   });
 
   it("refuses an HTTP/1.1 request without Host in the error envelope (Node's own check answered a bare 400)", async () => {

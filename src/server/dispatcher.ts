@@ -61,6 +61,8 @@ export class Dispatcher {
   private readonly pendingOnSocket = new WeakMap<object, number>();
   /** The last request Node read the headers of, per HTTP/1.1 connection: the one whose body it may fail to read. */
   private readonly lastCallOnSocket = new WeakMap<object, { req: NodeRequest; res: NodeResponse; context: CallContext }>();
+  /** Unreadable requests waiting for the answers to the requests before them on their connection (refuseUnreadableRequest). */
+  private readonly refusalsWaiting = new WeakMap<object, () => void>();
   /** Responses not closed yet, with their HTTP/1.1 connections: what draining waits for, and asks to end. */
   private readonly inFlight = new Map<NodeResponse, { end(): void } | undefined>();
   private draining = false;
@@ -133,6 +135,11 @@ export class Dispatcher {
         this.pendingOnSocket.set(connection, (this.pendingOnSocket.get(connection) ?? 1) - 1);
         // Kept while its body may still fail to parse (refuseUnreadableRequest); an idle connection holds none.
         if (req.complete && this.lastCallOnSocket.get(connection)?.res === res) this.lastCallOnSocket.delete(connection);
+        const refusal = this.refusalsWaiting.get(connection);
+        if (refusal) {
+          this.refusalsWaiting.delete(connection);
+          refusal();
+        }
       }
       if (this.inFlight.size === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
     });
@@ -453,22 +460,31 @@ export class Dispatcher {
    * connection closes. It is logged and counted as a call, a client error, under the route "unmatched".
    * Node fails some requests after it has read their headers, on their body (a chunk size that is no
    * number): such a request is a call already, answered so under its own route, unless it was answered
-   * already. When an earlier request on the connection still waits for its answer, or that request was
-   * answered before its body was in, nothing is written (the client would read it as another's answer).
-   * A request not whole in time is answered 408 as Node answers it, and the call whose body was being read
-   * is logged and counted with that answer.
+   * already; then the connection is closed with nothing written (the client would read it as another
+   * request's answer). When earlier requests on the connection (pipelined) still wait for their answers,
+   * the refusal waits for them: they were read whole, a decide among them may already be stored, and its
+   * caller must get its answer. A request not whole in time is answered 408 as Node answers it, and the
+   * call whose body was being read is logged and counted with that answer.
    */
   readonly refuseUnreadableRequest = (error: NodeJS.ErrnoException, socket: net.Socket): void => {
+    // Node's parser stays failed: what else the client sends fails again, and the first fault is the one answered.
+    if (this.refusalsWaiting.has(socket) || socket.destroyed) return;
     const pending = this.pendingOnSocket.get(socket) ?? 0;
     const last = this.lastCallOnSocket.get(socket);
-    const beingRead = pending === 1 && last !== undefined && !last.req.complete && !last.res.headersSent ? last : undefined;
-    // An earlier request still waits for its answer, or the request whose body failed was answered before
-    // its body was in (a refusal that did not read it): an answer now would be read as the wrong request's.
-    const answeredUnread = last !== undefined && !last.req.complete && last.res.headersSent;
-    if ((pending > 0 && beingRead === undefined) || answeredUnread) {
+    const lastUnread = last !== undefined && !last.req.complete;
+    // The request whose body failed was answered before its body was in (a refusal that did not read it).
+    if (lastUnread && last.res.headersSent) {
       socket.destroy();
       return;
     }
+    if (pending > (lastUnread ? 1 : 0)) {
+      this.refusalsWaiting.set(socket, () => {
+        if (socket.writable) this.refuseUnreadableRequest(error, socket);
+        else socket.destroy();
+      });
+      return;
+    }
+    const beingRead = lastUnread ? last : undefined;
     if (error.code === "ERR_HTTP_REQUEST_TIMEOUT") {
       // Node's own answer, on the connection: the call whose body was still coming is logged and counted with
       // it (a client that did not send its request in time), not as one that went away (499).
