@@ -139,6 +139,26 @@ describe("a request Node's HTTP/1.1 parser cannot read", () => {
     expect(server.logs.filter((line) => line.includes('"msg":"request"') && line.includes("a chunk size that is not hexadecimal"))).toEqual([]);
   });
 
+  it("refuses a transfer coding other than chunked 501 without reading the body, on every path, and stores nothing", async () => {
+    const body = JSON.stringify({ userId: "te_gzip_user", action: "login" });
+    const chunked = `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
+    const request = (path: string, codings: string) =>
+      `POST ${path} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${secret}\r\nContent-Type: application/json\r\nTransfer-Encoding: ${codings}\r\n\r\n${chunked}`;
+    for (const [path, codings] of [["/api/v1/decide", "gzip, chunked"], ["/api/v1/decide", "identity, chunked"], ["/fraud.v1.DecisionService/Decide", "deflate,chunked"]] as const) {
+      const answers = splitAnswers(await rawHttp1(request(path, codings)));
+      expect(answers.map((answer) => answer.status), codings).toEqual([501]);
+      expect(answers[0]?.headers.get("connection")).toBe("close");
+      expect(answers[0]?.body.error).toMatchObject({
+        code: "NOT_IMPLEMENTED",
+        message: `Transfer-Encoding ${codings} is not supported: send the body with a Content-Length, or with Transfer-Encoding: chunked alone`,
+      });
+    }
+    expect((server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions WHERE user_id = 'te_gzip_user'").get() as { n: number }).n).toBe(0);
+    // chunked alone, in any case, is read as it always was.
+    const plain = splitAnswers(await rawHttp1(request("/api/v1/decide", "Chunked").replace("Host: x\r\n", "Host: x\r\nConnection: close\r\n")));
+    expect(plain.map((answer) => answer.status)).toEqual([200]);
+  });
+
   it("answers the requests read whole before an unreadable one on the connection, then refuses it and closes", async () => {
     const decide = (userId: string) => JSON.stringify({ userId, action: "login", ip: "81.2.69.160" });
     const post = (body: string, declaredLength = Buffer.byteLength(body)) =>

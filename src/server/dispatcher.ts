@@ -21,7 +21,7 @@ import type { ClientIpResolver } from "./client-ip.js";
 import { asClientFault, withGrpcMessageEncoding } from "./library-refusal.js";
 import { allowCrossOriginAnswer, allowsCrossOrigin, answerPreflight, preflightMethod } from "./cors.js";
 import { errorAnswer, rawErrorAnswer, type RestGateway } from "./gateway.js";
-import { dropBody, expectsContinue } from "./request-body.js";
+import { dropBody, expectsContinue, unsupportedTransferCoding } from "./request-body.js";
 import { requestUrl } from "./request-url.js";
 import { REQUEST_TIMEOUT_ANSWER, unreadableRequest } from "./unreadable-request.js";
 import { setGrpcStatus, type GrpcUnaryPath } from "./grpc-unary.js";
@@ -160,6 +160,8 @@ export class Dispatcher {
       res.writeContinue();
     };
 
+    // HTTP/2 has no transfer codings (nghttp2 refuses the header).
+    const transferCoding = connection ? unsupportedTransferCoding(req) : undefined;
     try {
       if (req.method === "CONNECT") {
         // Over HTTP/2 (listener.ts passes its CONNECT streams here); over HTTP/1.1 refuseTunnel answers it.
@@ -171,6 +173,11 @@ export class Dispatcher {
         route = "unmatched";
         res.setHeader("connection", "close");
         this.gateway.writeError(res, context, apiError("VALIDATION_ERROR", "an HTTP/1.1 request must carry a Host header"));
+      } else if (transferCoding !== undefined) {
+        // Its body is not read: the connection closes after the answer, which is all the client gets.
+        route = "unmatched";
+        res.setHeader("connection", "close");
+        this.gateway.writeError(res, context, apiError("NOT_IMPLEMENTED", `Transfer-Encoding ${transferCoding} is not supported: send the body with a Content-Length, or with Transfer-Encoding: chunked alone`));
       } else if (DIAGNOSTIC_PATHS.has(pathname) && req.method !== "GET" && req.method !== "HEAD") {
         res.setHeader("allow", "GET, HEAD");
         this.gateway.writeError(res, context, apiError("METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${pathname}; use GET`));

@@ -102,3 +102,15 @@ export function expectsContinue(req: { readonly headers: { readonly expect?: str
   const { expect } = req.headers;
   return expect !== undefined && CONTINUE_EXPECTATION.test(expect);
 }
+
+/**
+ * The transfer codings of an HTTP/1.1 request other than the `chunked` Node decodes, as the client wrote
+ * them, or undefined when there are none. Node's parser frames a body by its last coding, chunked, and
+ * reads `gzip, chunked` as if the gzip were not there: such a body would be read as something it is not,
+ * and read differently by a proxy in front that does decode it (RFC 9112, 6.1: answered 501).
+ */
+export function unsupportedTransferCoding(req: { readonly headers: { readonly "transfer-encoding"?: string | undefined } }): string | undefined {
+  const codings = req.headers["transfer-encoding"];
+  if (codings === undefined || codings.trim().toLowerCase() === "chunked") return undefined;
+  return codings;
+}
