@@ -654,6 +654,29 @@ describe("bad input gets a precise 4xx, never a 500", () => {
     }
   });
 
+  it("refuses a timestamp on a day or at a time the calendar does not have, which Date.parse would roll over", async () => {
+    const put = await fetch(`${server.url}/api/v1/lists/calendar_checked`, {
+      method: "PUT",
+      headers: { "content-type": "application/json", "x-api-key": secret },
+      body: JSON.stringify({ kind: "user", type: "deny" }),
+    });
+    expect(put.status).toBe(201);
+    const add = (expiresAt: string) => post("/api/v1/lists/calendar_checked/entries", JSON.stringify({ entries: [{ value: "u1", expiresAt }] }));
+    const impossible = [
+      "2030-02-30T00:00:00Z", "2030-02-31T00:00:00+01:00", "2030-04-31T00:00:00Z", "2100-02-29T00:00:00Z", "2030-00-10T00:00:00Z", "2030-01-00T00:00:00Z",
+      "2030-01-01T24:00:00Z", "2030-01-01T00:60:00Z", "2030-01-01T00:00:60Z", "2030-01-01T00:00:00+24:00", "2030-01-01T00:00:00-05:60",
+    ];
+    for (const expiresAt of impossible) {
+      const entry = await add(expiresAt);
+      expect(entry.status, expiresAt).toBe(400);
+      expect(entry.body.error.details.fieldViolations, expiresAt).toEqual([{ field: "entries[0].expiresAt", description: "must be an RFC 3339 timestamp such as 2026-01-02T03:04:05Z" }]);
+    }
+    // Leap days (a year divisible by 400 among them) and the last instant of a month.
+    for (const expiresAt of ["2028-02-29T23:59:59Z", "2400-02-29T12:00:00Z", "2030-12-31T23:59:59.999999999-23:59"]) {
+      expect((await add(expiresAt)).status, expiresAt).toBe(200);
+    }
+  });
+
   it("names a field's own bounds for a number past its type's range, in the query and the path too", async () => {
     const get = async (path: string) => {
       const res = await fetch(`${server.url}${path}`, { headers: { "x-api-key": secret } });

@@ -190,9 +190,24 @@ export const EXACT_INTEGER_RANGES: ReadonlyMap<ScalarType, readonly [number, num
 const EARLIEST_TIMESTAMP_MS = Date.parse("0001-01-01T00:00:00Z");
 const LATEST_TIMESTAMP_MS = Date.parse("9999-12-31T23:59:59.999Z");
 
-/** RFC 3339 as protobuf JSON writes it (upper-case T and Z), for an instant a Timestamp can hold. */
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d{1,9})?(?:Z|[+-](\d{2}):(\d{2}))$/;
+
+/**
+ * RFC 3339 as protobuf JSON writes it (upper-case T and Z), for an instant a Timestamp can hold, on a day
+ * the calendar has: Date.parse rolls 2030-02-30 over to March 2 and hour 24 to the next day, which would
+ * store another instant than the one written.
+ */
 function isTimestamp(text: string): boolean {
-  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/.test(text)) return false;
+  const parts = RFC3339.exec(text);
+  if (parts === null) return false;
+  // Every group holds digits, but the offset's, which are absent after Z.
+  const group = (index: number) => Number(parts[index] ?? 0);
+  const [month, day] = [group(2), group(3)];
+  if (month < 1 || month > 12 || day < 1) return false;
+  // Day 0 of the next month is the last day of this one (setUTCFullYear, since years 1 to 99 mean 19xx to Date.UTC).
+  const lastDay = new Date(0);
+  lastDay.setUTCFullYear(group(1), month, 0);
+  if (day > lastDay.getUTCDate() || group(4) > 23 || group(5) > 59 || group(6) > 59 || group(7) > 23 || group(8) > 59) return false;
   const ms = Date.parse(text);
   return ms >= EARLIEST_TIMESTAMP_MS && ms <= LATEST_TIMESTAMP_MS;
 }
