@@ -120,6 +120,9 @@ export function checkWebhookUrl(url: string, options: GuardOptions): WebhookUrlP
   if (parsed.username !== "" || parsed.password !== "") {
     return { code: "credentials_in_url", message: "the URL must not contain a user name or password" };
   }
+  // Port 0 names no port a receiver can listen on: every delivery would fail (the URL parser drops a
+  // scheme's default port, which leaves port "" for those).
+  if (parsed.port === "0") return { code: "invalid_url", message: "the URL's port must be from 1 to 65535" };
   const host = hostOf(parsed);
   if (parseIp(host) !== null) {
     const problem = addressProblem(host, options);

@@ -106,6 +106,8 @@ describe("checkWebhookUrl", () => {
     ["gopher://example.com/", "unsupported_scheme"],
     ["https://user:pass@example.com/", "credentials_in_url"],
     ["https://token@example.com/", "credentials_in_url"],
+    ["https://1.1.1.1:0/", "invalid_url"],
+    ["https://hooks.example.com:00/fraud", "invalid_url"],
     ["http://localhost:8080/", "blocked_hostname"],
     ["http://LOCALHOST./", "blocked_hostname"],
     ["http://api.localhost/", "blocked_hostname"],
