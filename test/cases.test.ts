@@ -134,6 +134,13 @@ describe("cases", () => {
     const kept = await updateCase(owner, id, { assignee: "bo@acme.test" });
     expect(kept.body.data).toMatchObject({ status: "open", assignee: "bo@acme.test" });
     expect(kept.body.data.notes).toHaveLength(MAX_CASE_NOTES);
+    // An assignee is a name on one line: a control character is refused, and the case keeps its assignee.
+    for (const assignee of ["bo\u0000@acme.test", "bo@acme.test\nCC: eve", "\u001b[31mbo"]) {
+      const bad = await updateCase(owner, id, { assignee });
+      expect(bad.status, JSON.stringify(assignee)).toBe(400);
+      expect(bad.body.error?.message).toMatch(/assignee/);
+    }
+    expect((await updateCase(owner, id, { assignee: "" })).body.data).toMatchObject({ assignee: "" });
   });
 
   it("gets one case, and hides cases from other accounts, environments and publishable keys", async () => {

@@ -265,7 +265,9 @@ function compileFieldRules(field: DescField, rules: FieldRules): Check {
   const checkValue = (value: unknown, prefix: string, index: number, out: Violation[]) => {
     if (typeof value === "string") {
       if (value === "" && (index >= 0 || !emptyMeansUnset)) {
-        if (allowed || format !== StringFormat.UNSPECIFIED || rules.prefix.length > 0) out.push({ field: pathOf(prefix, name, index), description: "must not be empty" });
+        // A format that names a value (an address, a code, a URL) has none empty; an empty line is one line.
+        const formatNamesValue = format !== StringFormat.UNSPECIFIED && format !== StringFormat.SINGLE_LINE;
+        if (allowed || formatNamesValue || rules.prefix.length > 0) out.push({ field: pathOf(prefix, name, index), description: "must not be empty" });
         return;
       }
       if (value === "") return;
