@@ -237,6 +237,7 @@ export class RestGateway {
     });
     // With the path's values bound: a version past its type's range is named as any field is.
     const shape = jsonShapeViolations(route.contract.method.input, input);
+    if (route.verb === "PATCH") shape.push(...emptyListsInUpdate(route.contract.method.input, input));
     if (shape.length > 0) throw invalidRequest(shape);
     return input;
   }
@@ -423,4 +424,15 @@ function pathOfKey(value: unknown, key: string, path = ""): string | undefined {
     }
   }
   return undefined;
+}
+
+/**
+ * A PATCH changes the fields its body names. Protobuf cannot tell an empty list from one left out, so a
+ * list sent empty would change nothing while the caller meant to clear it (or, for a webhook's events, to
+ * subscribe to all of them): refused, rather than answered 200 with nothing changed.
+ */
+function emptyListsInUpdate(schema: DescMessage, input: JsonObject): Array<{ field: string; description: string }> {
+  return schema.fields
+    .filter((field) => field.fieldKind === "list" && Array.isArray(input[field.jsonName]) && (input[field.jsonName] as JsonValue[]).length === 0)
+    .map((field) => ({ field: field.jsonName, description: "must not be an empty list in an update, where it cannot be told from a list left out and would change nothing" }));
 }

@@ -99,6 +99,14 @@ describe("webhook endpoints", () => {
     // An empty status or event type is a mistake to name, not a value to store (it was a 500 and a CHECK failure).
     expect((await api(keys.test.secret, "PATCH", path, { status: "" })).status).toBe(400);
     expect((await api(keys.test.secret, "PATCH", path, { events: [""] })).status).toBe(400);
+    // An empty list cannot be told from none: it would change nothing while the caller meant every event.
+    await api(keys.test.secret, "PATCH", path, { events: ["case.created"] });
+    const emptied = await api(keys.test.secret, "PATCH", path, { events: [], description: "not applied" });
+    expect(emptied.status).toBe(400);
+    expect(emptied.json.error?.details).toEqual({
+      fieldViolations: [{ field: "events", description: "must not be an empty list in an update, where it cannot be told from a list left out and would change nothing" }],
+    });
+    expect((await api(keys.test.secret, "GET", path)).json.data).toMatchObject({ events: ["case.created"], description: "renamed" });
 
     const rotated = await api(keys.test.secret, "POST", `${path}/rotate-secret`, {});
     expect(rotated.status).toBe(200);
