@@ -658,6 +658,15 @@ describe("the fraud graph", () => {
     await feedback(key, { decisionId: made.decisionId, actualOutcome: "legitimate" });
     await feedback(key, { decisionId: made.decisionId, actualOutcome: "fraud" });
     expect(entries("auto_devices")).toEqual([{ value: "dev_k1", expiresAt: null }]);
+    // An unsure label in between says nothing new (not even an unsure legitimate one): the next sure fraud label
+    // follows the last sure one, a fraud label, and does not put back what the analyst removed again.
+    expect((await call<{ data: { removed: number } }>(key, "POST", "/api/v1/lists/auto_devices/remove", { values: ["dev_k1"] })).body.data.removed).toBe(1);
+    for (const unsure of [{ actualOutcome: "fraud", confidence: 0.3 }, { actualOutcome: "legitimate", confidence: 0.2 }]) {
+      await feedback(key, { decisionId: made.decisionId, ...unsure });
+      const sure = await feedback(key, { decisionId: made.decisionId, actualOutcome: "chargeback" });
+      expect(sure.body.data, JSON.stringify(unsure)).toMatchObject({ replacedPrevious: true, consortiumShared: false });
+      expect(entries("auto_devices"), JSON.stringify(unsure)).toEqual([]);
+    }
   });
 
   it("takes the label stored last as the decision's label, even when the clock stepped back in between", async () => {

@@ -156,6 +156,10 @@ export class FeedbackProcessor {
           const now = this.deps.clock.now();
           if (feedback.latestFor(tenant, decision.id)?.id !== previous?.id) throw new StaleRead();
           if (moves && !weights.replace(tenant, current.version, next, now)) throw new StaleRead();
+          // By the latest label that was sure either way: an unsure one between two sure fraud labels says
+          // nothing new, and must not let the second add to the lists and share again.
+          const lastSure = previous && feedback.latestFor(tenant, decision.id, SURE_CONFIDENCE);
+          const markedBefore = lastSure !== undefined && marksEntities(lastSure);
           const applied: FeedbackResult = {
             feedbackId: newId("fb"),
             decisionId: decision.id,
@@ -164,12 +168,12 @@ export class FeedbackProcessor {
             weightsVersionAfter: moves ? current.version + 1 : current.version,
             adjustments: weightChanges(current.weights, next),
             graphUpdated: this.deps.graph.label(tenant, decision.id, entityKeys(entities), marks),
-            consortiumShared: marks && !(previous && marksEntities(previous)) && this.share(tenant, entities),
+            consortiumShared: marks && !markedBefore && this.share(tenant, entities),
             replacedPrevious: previous !== undefined,
           };
           // As with the consortium, a fraud label after a fraud label adds nothing again: an entry a person
           // removed since stays removed.
-          const listed = marks && !(previous && marksEntities(previous)) ? this.addToAutomaticLists(tenant, entities, now) : [];
+          const listed = marks && !markedBefore ? this.addToAutomaticLists(tenant, entities, now) : [];
           // Only allowed decisions teach the user's profile as they are made (store/history.ts). One the user
           // proves legitimate afterwards (a challenge passed) teaches it now: once, whatever labels came between.
           // A later fraud label does not take the lesson back: the profile keeps no record of what taught it. So,

@@ -41,8 +41,8 @@ export class FeedbackRepository {
     );
     // The latest is the one stored last (rows are never deleted, so rowid grows with every insert), not the one
     // with the latest time: a clock set back between two labels must not make the earlier one current again.
-    this.latestStmt = db.prepare<[string, string, string], FeedbackRow>(
-      "SELECT * FROM feedback WHERE account_id = ? AND environment = ? AND decision_id = ? ORDER BY rowid DESC LIMIT 1",
+    this.latestStmt = db.prepare<[string, string, string, number], FeedbackRow>(
+      "SELECT * FROM feedback WHERE account_id = ? AND environment = ? AND decision_id = ? AND confidence >= ? ORDER BY rowid DESC LIMIT 1",
     );
     this.labelledWithStmt = db.prepare<[string, string, string, string, number], { one: number }>(
       `SELECT 1 AS one FROM feedback WHERE account_id = ? AND environment = ? AND decision_id = ?
@@ -71,8 +71,8 @@ export class FeedbackRepository {
   }
 
   /** The decision's current label; undefined when it has none. */
-  latestFor(tenant: Tenant, decisionId: string): StoredFeedback | undefined {
-    const row = this.latestStmt.get(tenant.accountId, tenant.environment, decisionId);
+  latestFor(tenant: Tenant, decisionId: string, minConfidence = 0): StoredFeedback | undefined {
+    const row = this.latestStmt.get(tenant.accountId, tenant.environment, decisionId, minConfidence);
     return (
       row && {
         id: row.id,
