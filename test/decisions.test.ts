@@ -354,6 +354,13 @@ describe("POST /api/v1/analyze", () => {
     const v6Elsewhere = await analyze(acme.keys.test.secret, { ...browser, ip: "2a02:c7f:1234:5679::1" });
     expect(v6Rotated.body.visitorId).toBe(v6.body.visitorId);
     expect(v6Elsewhere.body.visitorId).not.toBe(v6.body.visitorId);
+    // An empty device object is no device data: it neither merges two networks' visitors nor counts as coverage.
+    const aliceEmpty = await analyze(acme.keys.test.secret, { ...browser, userId: "alice", ip: "81.2.69.160", device: {} });
+    const bobEmpty = await analyze(acme.keys.test.secret, { ...browser, userId: "bob", ip: "81.2.69.161", device: { languages: [], platform: "" } });
+    expect(aliceEmpty.body.visitorId).toBe(alice.body.visitorId);
+    expect(bobEmpty.body.visitorId).toBe(bob.body.visitorId);
+    expect([aliceEmpty.body.signalCoverage, bobEmpty.body.signalCoverage]).toEqual([alice.body.signalCoverage, bob.body.signalCoverage]);
+    expect(alice.body.signalCoverage).toBe("partial");
     // A caller's own device id wins over both.
     const byId = await analyze(acme.keys.test.secret, { ...browser, deviceId: "dev_alice", ip: "81.2.69.160" });
     const byIdElsewhere = await analyze(acme.keys.test.secret, { ...browser, deviceId: "dev_alice", ip: "81.2.69.99" });

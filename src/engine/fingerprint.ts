@@ -7,6 +7,7 @@
 
 import { hash } from "node:crypto";
 import { clientNetwork } from "./ip.js";
+import { hasDeviceData } from "./signals/device.js";
 import { computeUserAgentSignals } from "./signals/user-agent.js";
 import type { DeviceInput } from "./types.js";
 
@@ -47,7 +48,7 @@ export function deviceFingerprint(device: DeviceInput | undefined, userAgent: st
 
 /**
  * What a visitor id is derived from: the caller's own `deviceId` when it sent
- * one, else the fingerprint. Without a `device` object the fingerprint holds
+ * one, else the fingerprint. Without a `device` object (or with an empty one) the fingerprint holds
  * only the user agent's browser, OS and device type, the same for everyone on
  * one browser version's family, so the client's network is added: its IPv4
  * address, or the /64 of its IPv6 address (a household's or a phone's prefix,
@@ -55,7 +56,7 @@ export function deviceFingerprint(device: DeviceInput | undefined, userAgent: st
  */
 export function visitorKey(deviceId: string, device: DeviceInput | undefined, fingerprint: DeviceFingerprint, ip: string): string {
   if (deviceId !== "") return `device:${deviceId}`;
-  if (device !== undefined) return `fingerprint:${fingerprint.canonical}`;
+  if (hasDeviceData(device)) return `fingerprint:${fingerprint.canonical}`;
   return `fingerprint:${fingerprint.canonical}|network:${clientNetwork(ip)}`;
 }
 

@@ -72,6 +72,27 @@ function isImpossibleScreen(screen: DeviceInput["screen"], userAgent: UserAgentS
   return userAgent.deviceType === "mobile" && width > 0 && height > 0 && Math.min(width, height) > MAX_PHONE_SHORT_EDGE;
 }
 
+/**
+ * Whether the browser SDK's device object says anything. `device: {}` (or one whose fields are all empty)
+ * reads as no device at all: nothing in it was read, so it must neither count as device coverage nor stand
+ * for a device in the visitor id (fingerprint.ts visitorKey).
+ */
+export function hasDeviceData(device: DeviceInput | undefined): device is DeviceInput {
+  if (device === undefined) return false;
+  return (
+    device.webdriver !== undefined ||
+    Boolean(device.webglRenderer) ||
+    Boolean(device.webglVendor) ||
+    Boolean(device.timezone) ||
+    (device.languages?.length ?? 0) > 0 ||
+    Boolean(device.platform) ||
+    device.screen !== undefined ||
+    device.hardwareConcurrency !== undefined ||
+    device.deviceMemory !== undefined ||
+    device.touchSupport !== undefined
+  );
+}
+
 export function computeDeviceSignals(
   device: DeviceInput | undefined,
   userAgent: UserAgentSignals,
@@ -101,7 +122,7 @@ export function computeDeviceSignals(
     !touch.touchEvent;
 
   return {
-    present: device !== undefined,
+    present: hasDeviceData(device),
     webdriver: input.webdriver === true,
     vm: vmIndicator !== "",
     vmIndicator,
