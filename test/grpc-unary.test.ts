@@ -117,6 +117,54 @@ describe("unary gRPC", () => {
     expect(encodeGrpcMessage("a, b/c: 5%")).toBe("a, b/c: 5%25");
   });
 
+  it("gives what the protocol layer refuses the service's ErrorDetail too, on gRPC, gRPC-Web and Connect", async () => {
+    const key = { "x-api-key": keys.keys.test.secret };
+    /** The service code a google.rpc.Status holds in its fraud.v1.ErrorDetail (a string field: its bytes are there as written). */
+    const detailOf = (statusBin: unknown, code: string) => {
+      const bytes = Buffer.from(String(statusBin), "base64").toString("latin1");
+      return bytes.includes(`type.googleapis.com/${ErrorDetailSchema.typeName}`) && bytes.includes(code);
+    };
+    const grpcCases: Array<[string, Buffer, Record<string, string>, number, string]> = [
+      ["bytes that do not decode", envelope(Buffer.from([0x0a, 0xff, 0xff])), key, grpc.status.INVALID_ARGUMENT, "VALIDATION_ERROR"],
+      ["two messages in a unary call", Buffer.concat([envelope(decideInput()), envelope(decideInput())]), key, grpc.status.INVALID_ARGUMENT, "VALIDATION_ERROR"],
+      ["a message over the size limit", envelope(Buffer.alloc(MAX_BODY_BYTES + 1)), key, grpc.status.RESOURCE_EXHAUSTED, "PAYLOAD_TOO_LARGE"],
+      ["a deadline that cannot be read", envelope(decideInput()), { ...key, "grpc-timeout": "abc" }, grpc.status.INVALID_ARGUMENT, "VALIDATION_ERROR"],
+      ["a deadline already passed", envelope(decideInput()), { ...key, "grpc-timeout": "1n" }, grpc.status.DEADLINE_EXCEEDED, "TIMEOUT"],
+      ["a compression the service does not take", envelope(decideInput(), 1), { ...key, "grpc-encoding": "deflate" }, grpc.status.UNIMPLEMENTED, "NOT_IMPLEMENTED"],
+      ["a JSON message with an unknown field", envelope(Buffer.from('{"userID":"u","action":"login"}')), { ...key, "content-type": "application/grpc+json" }, grpc.status.INVALID_ARGUMENT, "VALIDATION_ERROR"],
+    ];
+    for (const [what, body, headers, status, code] of grpcCases) {
+      const answer = await rawCall(server.port, DECIDE_PATH, body, headers);
+      const fields = answer.trailers["grpc-status"] === undefined ? answer.headers : answer.trailers;
+      expect(fields["grpc-status"], what).toBe(String(status));
+      expect(fields["fraud-error-code"], what).toBe(code);
+      expect(detailOf(fields["grpc-status-details-bin"], code), what).toBe(true);
+    }
+
+    // gRPC-Web: the status is in the body's trailer frame.
+    const web = await fetch(`${server.url}${DECIDE_PATH}`, {
+      method: "POST",
+      headers: { ...key, "content-type": "application/grpc-web+proto", "x-grpc-web": "1" },
+      body: envelope(Buffer.from([0x0a, 0xff, 0xff])),
+    });
+    const frame = Buffer.from(await web.arrayBuffer());
+    const trailer = frame.subarray(5).toString("latin1");
+    expect(frame[0]).toBe(0x80);
+    expect(trailer).toMatch(/^grpc-status: 3\r$/m);
+    expect(trailer).toMatch(/^fraud-error-code: VALIDATION_ERROR\r$/m);
+    expect(detailOf(/^grpc-status-details-bin: (\S+)\r$/m.exec(trailer)?.[1], "VALIDATION_ERROR")).toBe(true);
+
+    // Connect: its JSON error, with the detail as the router writes its own errors' details.
+    const connect = await fetch(`${server.url}${DECIDE_PATH}`, {
+      method: "POST",
+      headers: { ...key, "content-type": "application/json" },
+      body: '{"userID":"u","action":"login"}',
+    });
+    expect(connect.status).toBe(400);
+    expect(connect.headers.get("fraud-error-code")).toBe("VALIDATION_ERROR");
+    expect(await connect.json()).toMatchObject({ code: "invalid_argument", details: [{ type: "fraud.v1.ErrorDetail", debug: { code: "VALIDATION_ERROR" } }] });
+  });
+
   it("refuses bytes that are not the request message", async () => {
     const answer = await rawCall(server.port, DECIDE_PATH, envelope(Buffer.from([0x0a, 0xff, 0xff])), { "x-api-key": keys.keys.test.secret });
     expect(answer.trailers["grpc-status"]).toBe(String(grpc.status.INVALID_ARGUMENT));

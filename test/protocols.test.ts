@@ -302,13 +302,15 @@ describe("one port, four protocols", () => {
       body: "{}",
     });
     expect(connect.status).toBe(404);
-    expect(await connect.json()).toMatchObject({ code: "unimplemented", message: expect.stringMatching(/Nope/) });
+    // The service's code for an unknown path, NOT_FOUND, goes with it as with every error it answers.
+    expect(connect.headers.get("fraud-error-code")).toBe("NOT_FOUND");
+    expect(await connect.json()).toMatchObject({ code: "unimplemented", message: expect.stringMatching(/Nope/), details: [{ type: "fraud.v1.ErrorDetail", debug: { code: "NOT_FOUND" } }] });
     // application/proto is Connect's content type alone: an RPC call even without Connect's version header.
     const binary = await fetch(`${server.url}/fraud.v1.DecisionService/Nope`, { method: "POST", headers: { "content-type": "application/proto" }, body: new Uint8Array(0) });
     expect(binary.status).toBe(404);
     expect(await binary.json()).toMatchObject({ code: "unimplemented", message: expect.stringMatching(/Nope/) });
     const metrics = await (await fetch(`${server.url}/api/metrics`)).text();
-    expect(metrics).toMatch(/fraud_requests_total\{route="unmatched",protocol="grpc",outcome="client_error",code="NOT_IMPLEMENTED"\} 2/);
+    expect(metrics).toMatch(/fraud_requests_total\{route="unmatched",protocol="grpc",outcome="client_error",code="NOT_FOUND"\} 2/);
   });
 
   it("serves gRPC over h2c to @grpc/grpc-js, the canonical client", async () => {

@@ -109,6 +109,18 @@ export function internalError(requestId: string, cause: unknown): ConnectError {
   return apiError("INTERNAL_ERROR", `internal error; quote request id ${requestId} when reporting it`, { cause });
 }
 
+/**
+ * Gives an error the protocol layer raised (a message too large, a deadline passed, bytes that do not decode)
+ * what every error of the service carries: its code string in `fraud-error-code` and in a `fraud.v1.ErrorDetail`
+ * detail (read from the gRPC code when the error does not name one). An error that has them keeps them.
+ */
+export function withServiceCode(error: ConnectError): ConnectError {
+  const code = (error.metadata.get(ERROR_CODE_HEADER) as ErrorCode | null) ?? describeError(error).code;
+  error.metadata.set(ERROR_CODE_HEADER, code);
+  if (error.findDetails(ErrorDetailSchema).length === 0) error.details.push({ desc: ErrorDetailSchema, value: create(ErrorDetailSchema, { code }) });
+  return error;
+}
+
 /** The one way handlers and interceptors fail a call, whatever the protocol. */
 export function apiError(code: ErrorCode, message: string, options: ApiErrorOptions = {}): ConnectError {
   const detail = create(ErrorDetailSchema, {

@@ -6,7 +6,7 @@ import { clientNetwork } from "../engine/index.js";
 import type { Logger } from "../log.js";
 import { callContext, type CallContext } from "./context.js";
 import { contractOf, type MethodContract } from "./contract.js";
-import { AtCapacityError, ERROR_CODE_HEADER, apiError, describeError, internalError, overloadError } from "./errors.js";
+import { AtCapacityError, ERROR_CODE_HEADER, apiError, describeError, internalError, overloadError, withServiceCode } from "./errors.js";
 import type { RateLimitCheck, RateLimitOutcome, RateLimiter } from "./rate-limiter.js";
 import type { RunningCalls } from "./running-calls.js";
 import { invalidRequest, validateMessage } from "./validation.js";
@@ -71,7 +71,7 @@ function errorInterceptor(logger: Logger): Interceptor {
  * around the interceptors (its deadline passing, a message that does not decode).
  */
 export function protocolFailure(context: CallContext, error: ConnectError): ConnectError {
-  error.metadata.set(ERROR_CODE_HEADER, describeError(error).code);
+  withServiceCode(error);
   error.metadata.set(REQUEST_ID_HEADER, context.requestId);
   context.error = error;
   return error;

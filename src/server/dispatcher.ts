@@ -5,12 +5,12 @@ import type net from "node:net";
 import type { Duplex } from "node:stream";
 import { Code, ConnectError, createContextValues, type ConnectRouter } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
-import { codeToHttpStatus, errorToJson } from "@connectrpc/connect/protocol-connect";
+import { codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { DecisionService } from "../../gen/fraud/v1/decision_pb.js";
 import { withCallContext, type CallContext, type Protocol } from "../api/context.js";
-import { JSON_WRITE_OPTIONS, contractOf, type MethodContract } from "../api/contract.js";
-import { CLIENT_CLOSED_REQUEST, ERROR_CODE_HEADER, apiError, describeError, internalError } from "../api/errors.js";
+import { contractOf, type MethodContract } from "../api/contract.js";
+import { CLIENT_CLOSED_REQUEST, ERROR_CODE_HEADER, apiError, describeError, internalError, withServiceCode } from "../api/errors.js";
 import { REQUEST_ID_HEADER, type HeaderReader } from "../api/interceptors.js";
 import { bodyWithinDeadline, unwaitableDeadlineHeader } from "../api/running-calls.js";
 import { newId } from "../ids.js";
@@ -18,7 +18,7 @@ import { keyHint, type Logger } from "../log.js";
 import type { HealthMonitor } from "../observability/health.js";
 import type { ComponentName, Metrics } from "../observability/metrics.js";
 import type { ClientIpResolver } from "./client-ip.js";
-import { asClientFault, withGrpcMessageEncoding } from "./library-refusal.js";
+import { asClientFault, connectErrorJson, withGrpcMessageEncoding } from "./library-refusal.js";
 import { allowCrossOriginAnswer, allowsCrossOrigin, answerPreflight, preflightMethod } from "./cors.js";
 import { errorAnswer, rawErrorAnswer, type RestGateway } from "./gateway.js";
 import { dropBody, expectsContinue, unsupportedTransferCoding } from "./request-body.js";
@@ -261,8 +261,11 @@ export class Dispatcher {
           this.gateway.writeError(res, context, apiError("METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${pathname}; use ${match.allowed.join(" or ")}`));
         } else if (isRpcCall(req)) {
           route = "unmatched";
-          // Over Connect 404, as its router answers a path it does not serve.
-          const unknown = new ConnectError(`no RPC method ${pathname.slice(1)} on this server (list them with server reflection)`, Code.Unimplemented);
+          // Over Connect 404, as its router answers a path it does not serve; gRPC's code for it is UNIMPLEMENTED,
+          // the service's NOT_FOUND, as for any unknown path.
+          const unknown = new ConnectError(`no RPC method ${pathname.slice(1)} on this server (list them with server reflection)`, Code.Unimplemented, {
+            [ERROR_CODE_HEADER]: "NOT_FOUND",
+          });
           await this.refuseRpc(req, res, context, unknown, 404);
         } else if (pathname === EVENT_STREAM_PATH) {
           // Its upgrades never get here (listener.ts).
@@ -316,7 +319,7 @@ export class Dispatcher {
    * UNAUTHENTICATED). The error's metadata (the service's error code, the request id) goes with it.
    */
   private async refuseRpc(req: NodeRequest, res: NodeResponse, context: CallContext, error: ConnectError, connectStatus = codeToHttpStatus(error.code)): Promise<void> {
-    context.error = error;
+    context.error = withServiceCode(error);
     error.metadata.set(REQUEST_ID_HEADER, context.requestId);
     const contentType = req.headers["content-type"] ?? "";
     context.protocol = rpcProtocol(contentType);
@@ -688,11 +691,3 @@ function tunnelRefusal(target: string | string[] | undefined): ConnectError {
   return apiError("NOT_FOUND", `no endpoint CONNECT ${typeof target === "string" ? target : ""}: the service opens no tunnels (it is no proxy)`);
 }
 
-/**
- * A refusal's body in Connect's unary error format, as the router writes its own errors: `{code, message,
- * details}`, the details carrying the service's `fraud.v1.ErrorDetail` (its code, its field violations) for
- * Connect clients to read with findDetails, as gRPC clients read it from grpc-status-details-bin.
- */
-function connectErrorJson(error: ConnectError): string {
-  return JSON.stringify(errorToJson(error, JSON_WRITE_OPTIONS));
-}

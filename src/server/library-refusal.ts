@@ -10,11 +10,12 @@
 // the same code. So too for a unary request that carried no message, or more than one, which connect-es
 // answers `unimplemented`: this service keeps NOT_IMPLEMENTED for a capability not landed yet, and a client
 // reading it would wait for a release rather than mend its framing.
-import { Code } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { readAllBytes, type UniversalServerResponse } from "@connectrpc/connect/protocol";
-import { codeFromString, codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
-import { ERROR_CODE_HEADER, errorCodeOfProtocolRefusal } from "../api/errors.js";
-import { encodeGrpcMessage, messageCountError } from "./grpc-unary.js";
+import { codeFromString, codeToHttpStatus, errorToJson } from "@connectrpc/connect/protocol-connect";
+import { JSON_WRITE_OPTIONS } from "../api/contract.js";
+import { ERROR_CODE_HEADER, errorCodeOfProtocolRefusal, withServiceCode, type ErrorCode } from "../api/errors.js";
+import { encodeGrpcMessage, messageCountError, setGrpcStatus } from "./grpc-unary.js";
 
 /** What a client sending a content type no protocol takes is told (gRPC-Web's text mode among them). */
 function unsupportedMediaTypeMessage(streaming: boolean): string {
@@ -97,6 +98,29 @@ function answered(refusal: Refusal): Refusal {
   return count === null ? refusal : { code: Code.InvalidArgument, message: messageCountError(count[1] === "missing" ? "none" : "more than one").rawMessage };
 }
 
+/**
+ * A refusal as the service answers its own errors: with its code string, in `fraud-error-code` and in a
+ * `fraud.v1.ErrorDetail` detail, which a client reads the same way whatever refused the call.
+ */
+function serviceError(refusal: Refusal, errorCode: ErrorCode): ConnectError {
+  return withServiceCode(new ConnectError(refusal.message, refusal.code, { [ERROR_CODE_HEADER]: errorCode }));
+}
+
+/** An error's gRPC status fields (grpc-status, grpc-message, grpc-status-details-bin), as every gRPC path writes them. */
+function grpcStatusFields(error: ConnectError): Headers {
+  const fields = new Headers();
+  setGrpcStatus(fields, error);
+  return fields;
+}
+
+/**
+ * An error's body in Connect's unary error format, as the router writes its own: `{code, message, details}`,
+ * the details carrying the service's `fraud.v1.ErrorDetail` for Connect clients to read with findDetails.
+ */
+export function connectErrorJson(error: ConnectError): string {
+  return JSON.stringify(errorToJson(error, JSON_WRITE_OPTIONS));
+}
+
 /** An answer of the library's, and the service's error code it now carries (undefined: not a refusal). */
 export interface LibraryAnswer {
   response: UniversalServerResponse;
@@ -141,11 +165,7 @@ export async function asClientFault(res: UniversalServerResponse, streaming: boo
     const refusal = answered({ code: status, message: message === null ? "" : decodedGrpcMessage(message) });
     const errorCode = status === 0 ? undefined : errorCodeOfProtocolRefusal(refusal.code);
     if (errorCode === undefined) return { response: res };
-    if (refusal.code !== status) {
-      fields.set("grpc-status", String(refusal.code));
-      // Encoded as connect-es encodes the rest of its messages.
-      fields.set("grpc-message", encodeURIComponent(refusal.message));
-    }
+    grpcStatusFields(serviceError(refusal, errorCode)).forEach((value, name) => fields.set(name, value));
     fields.set(ERROR_CODE_HEADER, errorCode);
     return { response: inTrailer ? { ...res, trailer: fields } : { ...res, header: fields }, code: errorCode };
   }
@@ -158,9 +178,8 @@ export async function asClientFault(res: UniversalServerResponse, streaming: boo
     if (refusal === undefined || errorCode === undefined) return { response: withBody(res, res.status, res.header, body) };
     const header = new Headers(res.header);
     header.set(ERROR_CODE_HEADER, errorCode);
-    if (refusal.code === code) return { response: withBody(res, res.status, header, body), code: errorCode };
-    const rewritten = { ...error, code: codeToString(refusal.code), message: refusal.message };
-    return { response: withBody(res, codeToHttpStatus(refusal.code), header, new TextEncoder().encode(JSON.stringify(rewritten))), code: errorCode };
+    const status = refusal.code === code ? res.status : codeToHttpStatus(refusal.code);
+    return { response: withBody(res, status, header, new TextEncoder().encode(connectErrorJson(serviceError(refusal, errorCode)))), code: errorCode };
   }
   return { response: res };
 }
@@ -187,10 +206,11 @@ function grpcWebRefusal(body: Uint8Array): { body: Uint8Array; code?: string } {
       const refusal = answered({ code: status ? Number(status[1]) : Code.Unknown, message });
       const errorCode = status && Number(status[1]) !== 0 ? errorCodeOfProtocolRefusal(refusal.code) : undefined;
       if (errorCode === undefined) return { body };
-      let rewritten = trailer.replace(/^grpc-status: ?\d+(\r?)$/im, `grpc-status: ${refusal.code}$1`);
-      // Encoded as connect-es encodes the rest of its messages.
-      if (refusal.message !== message) rewritten = rewritten.replace(/^grpc-message: ?.*?(\r?)$/im, (_, cr: string) => `grpc-message: ${encodeURIComponent(refusal.message)}${cr}`);
-      const bytes = new TextEncoder().encode(`${rewritten}${ERROR_CODE_HEADER}: ${errorCode}\r\n`);
+      // The trailer's status fields written anew, as every gRPC path writes them, the service's code after them.
+      const others = trailer.split(/\r?\n/).filter((line) => line !== "" && !/^grpc-(?:status|message|status-details-bin):/i.test(line));
+      const statusFields = grpcStatusFields(serviceError(refusal, errorCode));
+      const lines = [...others, ...[...statusFields].map(([name, value]) => `${name}: ${value}`), `${ERROR_CODE_HEADER}: ${errorCode}`];
+      const bytes = new TextEncoder().encode(lines.map((line) => `${line}\r\n`).join(""));
       const frame = new Uint8Array(5 + bytes.length);
       frame[0] = body[at] ?? TRAILER_FRAME;
       new DataView(frame.buffer).setUint32(1, bytes.length);
