@@ -490,6 +490,48 @@ describe("an HTTP/1.1 client that pipelines without reading its answers", () => 
   });
 });
 
+describe("a caller that resets its HTTP/2 stream while its call runs", () => {
+  it("is logged as a caller that went away (499 CANCELED), whatever the reset's code, not as a fault of the service", async () => {
+    // The comprehensive path takes 2 s and decide waits for it: the call is still running when the caller resets.
+    const slow = await startTestServer({ config: { comprehensiveBudgetMs: 10_000, engineThreads: 1 }, storeLatencyMs: 2_000 });
+    try {
+      const key = slow.createAccount().keys.test.secret;
+      const session = http2.connect(slow.url);
+      try {
+        const resets = [http2.constants.NGHTTP2_INTERNAL_ERROR, http2.constants.NGHTTP2_CANCEL, http2.constants.NGHTTP2_REFUSED_STREAM];
+        await Promise.all(
+          resets.map(
+            (code) =>
+              new Promise<void>((resolve, reject) => {
+                const stream = session.request({
+                  ":method": "POST",
+                  ":path": "/fraud.v1.DecisionService/Decide",
+                  "content-type": "application/json",
+                  "connect-protocol-version": "1",
+                  "connect-timeout-ms": "60000",
+                  "x-api-key": key,
+                });
+                stream.on("error", () => undefined);
+                stream.on("close", () => resolve());
+                stream.end(JSON.stringify({ userId: `reset_${code}`, action: "login", ip: "81.2.69.160" }));
+                setTimeout(() => stream.close(code), 300);
+                stream.on("response", () => reject(new Error("answered before the reset")));
+              }),
+          ),
+        );
+      } finally {
+        session.close();
+      }
+      await expect.poll(() => slow.logs.filter((line) => line.includes('"msg":"request"') && line.includes("/fraud.v1.DecisionService/Decide")).length, { timeout: 5_000 }).toBe(3);
+      const lines = slow.logs.filter((line) => line.includes('"msg":"request"') && line.includes("/fraud.v1.DecisionService/Decide"));
+      for (const line of lines) expect(line).toMatch(/"status":499,"code":"CANCELED"/);
+      expect(slow.logs.filter((line) => line.includes('"level":"error"'))).toEqual([]);
+    } finally {
+      await slow.close();
+    }
+  });
+});
+
 describe("what the RPC library refuses before any of the service's code runs", () => {
   it("refuses Connect's GET form with 405, Allow: POST and Connect's error body, logged as what it is", async () => {
     for (const method of ["GET", "PUT"]) {

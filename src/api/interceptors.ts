@@ -8,7 +8,7 @@ import { callContext, type CallContext } from "./context.js";
 import { contractOf, type MethodContract } from "./contract.js";
 import { AtCapacityError, ERROR_CODE_HEADER, apiError, describeError, internalError, overloadError, withServiceCode } from "./errors.js";
 import type { RateLimitCheck, RateLimitOutcome, RateLimiter } from "./rate-limiter.js";
-import type { RunningCalls } from "./running-calls.js";
+import { cutShortBy, type RunningCalls } from "./running-calls.js";
 import { invalidRequest, validateMessage } from "./validation.js";
 
 /**
@@ -35,6 +35,9 @@ function errorInterceptor(logger: Logger): Interceptor {
       let error: ConnectError;
       if (raw instanceof ConnectError && raw.metadata.has(ERROR_CODE_HEADER)) {
         error = raw;
+      } else if (req.signal.aborted && (raw === req.signal.reason || (raw instanceof Error && raw.name === "AbortError"))) {
+        // The handler gave up on a call cut short (its caller left, or its deadline passed), with the reason.
+        error = protocolFailure(context, cutShortBy(req.signal));
       } else if (raw instanceof ConnectError && raw.cause === undefined && raw.code !== Code.Unknown && raw.code !== Code.Internal) {
         error = protocolFailure(context, raw);
       } else if (

@@ -25,7 +25,7 @@ export class RunningCalls {
     const bounded = timeoutMs !== undefined && timeoutMs <= MAX_TIMER_MS;
     // Its deadline gone by before the handler starts: nothing is run. (A body still arriving at the deadline
     // is cut off before any interceptor sees the call, rate limits included: bodyWithinDeadline.)
-    if (bounded && signal.aborted) return Promise.reject(reasonOf(signal));
+    if (bounded && signal.aborted) return Promise.reject(cutShortBy(signal));
     callContext(req.contextValues).handlerStartedAt = performance.now();
     const handled = next(req);
     this.running.add(handled);
@@ -33,7 +33,7 @@ export class RunningCalls {
     handled.then(forget, forget);
     if (!bounded) return handled;
     return new Promise((resolve, reject) => {
-      const cutShort = () => reject(reasonOf(signal));
+      const cutShort = () => reject(cutShortBy(signal));
       signal.addEventListener("abort", cutShort, { once: true });
       handled.then(resolve, reject).finally(() => signal.removeEventListener("abort", cutShort));
     });
@@ -100,7 +100,13 @@ function deadlineMs(header: Headers): number | undefined {
   return grpc === null ? undefined : parseGrpcTimeout(grpc, Number.MAX_SAFE_INTEGER).timeoutMs;
 }
 
-/** Why a call was cut short: the transport's own error (a deadline), else the caller's leaving. */
-function reasonOf(signal: AbortSignal): ConnectError {
-  return signal.reason instanceof ConnectError ? signal.reason : new ConnectError("the caller went away", Code.Canceled);
+/**
+ * Why a call whose signal aborted was cut short: its deadline passing (connect-es's DEADLINE_EXCEEDED), else
+ * its caller's leaving, however the transport reports that (a connection reset, an HTTP/2 stream reset with
+ * any code: connect-node reads a client's RST_STREAM INTERNAL_ERROR as an `internal` error, which would be
+ * answered and logged as a fault of the service).
+ */
+export function cutShortBy(signal: AbortSignal): ConnectError {
+  const reason: unknown = signal.reason;
+  return reason instanceof ConnectError && reason.code === Code.DeadlineExceeded ? reason : new ConnectError("the caller went away", Code.Canceled);
 }

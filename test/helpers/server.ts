@@ -30,6 +30,9 @@ export async function startTestServer(
     port: 0,
     host: "127.0.0.1",
     shutdownGraceMs: 2_000,
+    // A loaded machine (CI on two shared cores) must not turn a decide into a fast-path answer, without the
+    // store's signals (velocity, history), that the test did not ask for: the tests of that path set their own.
+    comprehensiveBudgetMs: 5_000,
     ...options.config,
   };
   const logs: string[] = [];
