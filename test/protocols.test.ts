@@ -330,8 +330,11 @@ describe("one port, four protocols", () => {
     try {
       const ok = await grpcUnary(client, Health, "Check", HealthCheckRequestSchema, HealthCheckResponseSchema, { service: "" });
       expect(ok.response?.status).toBe(HealthCheckResponse_ServingStatus.SERVING);
-      const named = await grpcUnary(client, Health, "Check", HealthCheckRequestSchema, HealthCheckResponseSchema, { service: "fraud.v1.DecisionService" });
-      expect(named.response?.status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+      // Every service reflection lists, the health and reflection services included.
+      for (const service of ["fraud.v1.DecisionService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"]) {
+        const named = await grpcUnary(client, Health, "Check", HealthCheckRequestSchema, HealthCheckResponseSchema, { service });
+        expect(named.response?.status, service).toBe(HealthCheckResponse_ServingStatus.SERVING);
+      }
       const unknown = await grpcUnary(client, Health, "Check", HealthCheckRequestSchema, HealthCheckResponseSchema, { service: "nope.Service" });
       expect(unknown.error?.code).toBe(grpc.status.NOT_FOUND);
     } finally {

@@ -313,11 +313,13 @@ function assembleApp(options: AppOptions & { logger: Logger }, lock: DataDirecto
   serve(DeadLetterService, createDeadLetterService({ outbox }));
   serve(AuditService, createAuditService({ store: auditStore }));
   serve(StatusService, createStatusService({ metrics, health, clock }));
-  registerHealth(router, health, API_SERVICES);
+  // Every service the port serves, as reflection lists it: the health service answers for each of them.
+  const served = [...API_SERVICES, Health, ServerReflection, ServerReflectionV1Alpha];
+  registerHealth(router, health, served);
   // The value sets are referenced by name from field options, and ErrorDetail travels only in error details
   // (grpc-status-details-bin), not in any method's messages: serve both files explicitly, so that grpcurl and
   // buf curl can decode a failure's detail.
-  registerReflection(router, [...API_SERVICES, Health, ServerReflection, ServerReflectionV1Alpha], [file_fraud_v1_value_sets, file_fraud_v1_errors]);
+  registerReflection(router, served, [file_fraud_v1_value_sets, file_fraud_v1_errors]);
 
   const invoker = new UnaryInvoker(services, interceptors);
   const gateway = new RestGateway(invoker, { maxBodyBytes: config.maxBodyBytes, jsonOptions: JSON_WRITE_OPTIONS });
