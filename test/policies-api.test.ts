@@ -162,6 +162,11 @@ describe("policies", () => {
     expect(stale.status).toBe(409);
     expect(stale.body.error).toMatchObject({ code: "CONFLICT", message: `policy ${created.id} is at version 2, not 1: it was saved since; read it again and apply your change to that version` });
     expect((await call<PolicyJson>("GET", `/api/v1/policies/${created.id}`)).body).toMatchObject({ version: 2, priority: 0, rules });
+    // A version it never reached was not saved since: the answer says so, and saves nothing either.
+    const ahead = await call<ErrorJson>("PUT", `/api/v1/policies/${created.id}`, { name: "shared", priority: 200, rules, version: 5 });
+    expect(ahead.status).toBe(409);
+    expect(ahead.body.error).toMatchObject({ code: "CONFLICT", message: `policy ${created.id} is at version 2, not 5: it has no version 5 yet; read it again and apply your change to that version` });
+    expect((await call<PolicyJson>("GET", `/api/v1/policies/${created.id}`)).body).toMatchObject({ version: 2, priority: 0 });
     // Made from the current version, or without saying which, the update goes through.
     expect((await call<PolicyJson>("PUT", `/api/v1/policies/${created.id}`, { name: "shared", priority: 200, rules, version: 2 })).body).toMatchObject({ version: 3, priority: 200 });
     expect((await call<PolicyJson>("PUT", `/api/v1/policies/${created.id}`, { name: "shared", rules })).body).toMatchObject({ version: 4, priority: 0 });

@@ -251,9 +251,12 @@ export function createPolicyService(deps: {
       if (!existing) throw notFound(request.id);
       // Read, checked and saved without a pause (handlers run one at a time): nothing can save in between.
       if (request.version !== undefined && request.version !== existing.version) {
+        // A version above the current one was never read from this policy: nobody saved it since, the
+        // caller took the number from elsewhere (another policy, another environment, its own count).
+        const why = request.version < existing.version ? "it was saved since" : `it has no version ${request.version} yet`;
         throw apiError(
           "CONFLICT",
-          `policy ${request.id} is at version ${existing.version}, not ${request.version}: it was saved since; read it again and apply your change to that version`,
+          `policy ${request.id} is at version ${existing.version}, not ${request.version}: ${why}; read it again and apply your change to that version`,
         );
       }
       return { policy: toPolicy(save(ctx, request, existing)) };
