@@ -139,12 +139,14 @@ describe("policies", () => {
     expect((await call<ErrorJson>("DELETE", "/api/v1/policies/pol_default_thresholds")).status).toBe(409);
     expect((await call<ErrorJson>("PUT", "/api/v1/policies/pol_default_thresholds", { name: "x", rules: [{ condition: "true", action: "allow" }] })).status).toBe(409);
     // Nor can another policy take its name, to be listed beside it.
-    for (const name of ["Default Thresholds", "Default Thresholds ", "default  thresholds", "ＤＥＦＡＵＬＴ Thresholds", "Default\u200b Thresholds", "\u200eDefault Thresholds\u2060", "Default Thresholds\u034f", "Default\ufe0f Thresholds", "Default\u3164Thresholds", "Default\u2800Thresholds"]) {
+    for (const name of ["Default Thresholds", "Default Thresholds ", "default  thresholds", "ＤＥＦＡＵＬＴ Thresholds", "Default\u200b Thresholds", "\u200eDefault Thresholds\u2060", "Default Thresholds\u034f", "Default\ufe0f Thresholds", "Default\u3164Thresholds", "Default\u2800Thresholds",
+      // Without its space, or with one that shows nothing, the name reads the same in a listing.
+      "DefaultThresholds", "Default\u200bThresholds", "Default\u00adThresholds", "\u00a0Default\u3000Thresholds\u202f", "ＤｅｆａｕｌｔＴｈｒｅｓｈｏｌｄｓ", "Default\u180eThre\u017fholds"]) {
       const namesake = await call<ErrorJson>("POST", "/api/v1/policies", { name, rules: [{ condition: "score > 99", action: "deny" }] });
       expect(namesake.status, name).toBe(400);
       expect(namesake.body.error.details.fieldViolations).toEqual([{ field: "name", description: "is the built-in policy's name" }]);
     }
-    expect((await call("POST", "/api/v1/policies", { name: "Default Thresholds v2", rules: [{ condition: "score > 99", action: "deny" }] })).status).toBe(201);
+    for (const name of ["Default Thresholds v2", "Default-Thresholds"]) expect((await call("POST", "/api/v1/policies", { name, rules: [{ condition: "score > 99", action: "deny" }] })).status, name).toBe(201);
     // A name is one line of text.
     for (const name of ["a\u0000b", "two\nlines", "tab\there", "first\u2028second"]) {
       const refused = await call<ErrorJson>("POST", "/api/v1/policies", { name, rules: [{ condition: "score > 99", action: "deny" }] });

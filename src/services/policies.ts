@@ -97,19 +97,19 @@ function checkCompiles(definition: PolicyDefinition): void {
 }
 
 /**
- * A name as a reader tells names apart: blanks that are no space character (Hangul fillers, the braille
- * blank) read as the space they show, the other characters that show nothing (zero-width spaces and
- * joiners, direction marks, variation selectors: Unicode's default-ignorable ones) dropped; compatibility
- * forms, case and runs of white space folded.
+ * What a name does not show apart from its letters: white space and separators of every kind (`\s`, Unicode
+ * Zs, Zl, Zp), format characters (Cf: zero-width spaces and joiners, direction marks, the soft hyphen), the
+ * other characters Unicode says may show nothing (variation selectors, Hangul fillers) and the braille blank.
  */
-const lookalike = (name: string) =>
-  name
-    .replace(/[\u115f\u1160\u3164\uffa0\u2800]/g, " ")
-    .replace(/\p{Default_Ignorable_Code_Point}/gu, "")
-    .normalize("NFKC")
-    .trim()
-    .replace(/\s+/g, " ")
-    .toLowerCase();
+const UNSEEN_IN_NAMES = /[\s\p{Z}\p{Cf}\p{Default_Ignorable_Code_Point}\u2800]/gu;
+
+/**
+ * A name as a reader tells names apart: by its letters alone. Compatibility forms (fullwidth letters, the
+ * ideographic space) read as what they show (NFKC), case is folded, and whatever shows no letter is dropped,
+ * so `DefaultThresholds` and `Default\u200bThresholds` read as `Default Thresholds`: a space between words is
+ * easily missed, in a listing or a dashboard.
+ */
+const lookalike = (name: string) => name.normalize("NFKC").replace(UNSEEN_IN_NAMES, "").toLowerCase();
 
 interface PolicyFields {
   name: string;
@@ -172,7 +172,8 @@ export function createPolicyService(deps: {
 
   const save = (ctx: HandlerContext, fields: PolicyFields, existing: StoredPolicy | undefined): StoredPolicy => {
     const { tenant, actor } = callerScope(ctx.values);
-    // Listed beside the built-in policy, a namesake would be taken for it: also one differing in case or spaces.
+    // Listed beside the built-in policy, a namesake would be taken for it: also one differing in case, spaces or
+    // characters that show nothing.
     if (lookalike(fields.name) === lookalike(DEFAULT_POLICY.name)) {
       throw apiError("VALIDATION_ERROR", `invalid policy: '${DEFAULT_POLICY.name}' is the built-in policy's name`, {
         fieldViolations: [{ field: "name", description: "is the built-in policy's name" }],
