@@ -751,6 +751,36 @@ describe("what a backtest counts", () => {
   });
 });
 
+describe("the e-mail and address rules read", () => {
+  it("are those lists compare, in live decisions and in backtests alike", async () => {
+    const owner = server.createAccount("Spellings").keys.live.secret;
+    const rules = [
+      { condition: "email.endsWith('@mailinator.com')", action: "deny" },
+      { condition: "ip == '2a00:1450:4002:81c::1'", action: "review" },
+    ];
+    const active = (await call<PolicyJson>("POST", "/api/v1/policies", { name: "Spellings", status: "active", priority: 100, rules }, owner)).body;
+    const requests = [
+      { userId: "sp_1", email: "Bob@Mailinator.COM", ip: UK_IP, expected: { decision: "deny", matchedRule: 0 } },
+      { userId: "sp_2", email: " bob@mailinator.com ", ip: UK_IP, expected: { decision: "deny", matchedRule: 0 } },
+      { userId: "sp_3", email: "jane@example.com", ip: "2A00:1450:4002:081C:0:0:0:1", expected: { decision: "challenge", matchedRule: 1 } },
+      { userId: "sp_4", email: "jane@example.com", ip: UK_IP, expected: { decision: "allow", matchedRule: -1 } },
+    ];
+    for (const { expected, ...request } of requests) {
+      const answer = await call<{ data: { decision: string; evidenceId: string } }>("POST", "/api/v1/decide", { action: "login", ...request, ...HUMAN_DESKTOP }, owner);
+      expect(answer.body.data.decision, request.userId).toBe(expected.decision);
+      const row = server.app.db.prepare("SELECT record FROM decisions WHERE evidence_id = ?").get(answer.body.data.evidenceId) as { record: string };
+      const results = (JSON.parse(row.record) as { policyResults: Array<{ policyId: string; matchedRule: number }> }).policyResults;
+      expect(results.find((r) => r.policyId === active.id)?.matchedRule, request.userId).toBe(expected.matchedRule);
+    }
+    // Replayed from the stored requests, as sent: the same rules match the same decisions.
+    const window = { from: new Date(clock.now() - 3_600_000).toISOString(), to: new Date(clock.now() + 1000).toISOString() };
+    const replayed = await call<{ data: { evaluated: number; changed: number; matched: number } }>("POST", `/api/v1/policies/${active.id}/backtest`, { window }, owner);
+    expect(replayed.body.data).toMatchObject({ evaluated: 4, changed: 0, matched: 3 });
+    const draft = await call<{ data: { evaluated: number; matched: number } }>("POST", "/api/v1/policies/backtest", { rules, priority: 200, window }, owner);
+    expect(draft.body.data).toMatchObject({ evaluated: 4, matched: 3 });
+  });
+});
+
 describe("review rules", () => {
   it("challenge the end user and open a case whatever the score", async () => {
     await call<PolicyJson>("POST", "/api/v1/policies", { name: "Review big transfers", status: "active", priority: 200, actions: ["transfer"], rules: [{ condition: "amount > 5000", action: "review" }] });

@@ -12,7 +12,7 @@ import type { Decision } from "../engine/score.js";
 import type { Signals } from "../engine/types.js";
 import { STEP_LIMIT_MESSAGE, ruleStopped, startRule } from "./cost.js";
 import { DEFAULT_POLICY } from "./default-policy.js";
-import { ListSnapshot } from "./lists.js";
+import { ListSnapshot, comparedForm } from "./lists.js";
 import type { CompiledPolicy, CompiledRule, RuleAction } from "./model.js";
 
 /** One decision's inputs; stored decisions carry all of them, so backtests rebuild it exactly. */
@@ -25,7 +25,9 @@ export interface EvaluationContext {
   /** Absent fields read as "" (amount 0) in conditions, as in proto3. */
   readonly amount?: number | undefined;
   readonly currency?: string | undefined;
+  /** As the request gave it (a stored one, in a backtest): rules read it in the form lists compare it in. */
   readonly email?: string | undefined;
+  /** As the request gave it, or as resolved from the connection: rules read it in canonical form. */
   readonly ip?: string | undefined;
   readonly deviceId?: string | undefined;
   readonly metadata?: JsonObject | undefined;
@@ -143,11 +145,13 @@ function comparePolicies(a: CompiledPolicy, b: CompiledPolicy): number {
   return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
 }
 
-/** A policy set in evaluation order, and which structured variables its rules read. */
+/** A policy set in evaluation order, and which of the variables that cost a conversion its rules read. */
 interface PreparedPolicies {
   ordered: readonly CompiledPolicy[];
   readsMetadata: boolean;
   readsSignals: boolean;
+  readsEmail: boolean;
+  readsIp: boolean;
 }
 
 /**
@@ -161,7 +165,13 @@ function prepared(policies: readonly CompiledPolicy[]): PreparedPolicies {
   let set = preparedSets.get(policies);
   if (!set) {
     const reads = (variable: string) => policies.some((policy) => policy.rules.some((rule) => rule.variables.includes(variable)));
-    set = { ordered: [...policies].sort(comparePolicies), readsMetadata: reads("metadata"), readsSignals: reads("signals") };
+    set = {
+      ordered: [...policies].sort(comparePolicies),
+      readsMetadata: reads("metadata"),
+      readsSignals: reads("signals"),
+      readsEmail: reads("email"),
+      readsIp: reads("ip"),
+    };
     preparedSets.set(policies, set);
   }
   return set;
@@ -271,7 +281,10 @@ function evaluateRule(rule: CompiledRule, bindings: Bindings, lists: ListSnapsho
   return `condition evaluated to a ${value === null ? "null" : typeof value}, not a boolean`;
 }
 
-/** The structured variables, converted only when a rule reads them: most policies look at the score alone. */
+/**
+ * The structured variables, and the e-mail and address, converted only when a rule reads them: most
+ * policies look at the score alone.
+ */
 const EMPTY_CEL_MAP = celMap(new Map<string, CelInput>());
 
 function bindingsOf(context: EvaluationContext, lists: ListSnapshot, set: PreparedPolicies): Bindings {
@@ -281,8 +294,10 @@ function bindingsOf(context: EvaluationContext, lists: ListSnapshot, set: Prepar
     amount: context.amount ?? 0,
     currency: context.currency ?? "",
     userId: context.userId,
-    email: context.email ?? "",
-    ip: context.ip ?? "",
+    // In the form lists compare them: `email.endsWith('@mailinator.com')` must not miss `Bob@Mailinator.COM`
+    // when `email in lists.x` finds it. Here, so that a backtest's stored request goes through it too.
+    email: set.readsEmail ? comparedForm("email", context.email ?? "") : "",
+    ip: set.readsIp ? comparedForm("ip", context.ip ?? "") : "",
     deviceId: context.deviceId ?? "",
     metadata: set.readsMetadata ? toCel(context.metadata ?? {}) : EMPTY_CEL_MAP,
     signals: set.readsSignals ? toCel(context.signals) : EMPTY_CEL_MAP,

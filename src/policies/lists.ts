@@ -91,6 +91,19 @@ export function normalizeListEntry(kind: ListKind, entry: string): string | null
   }
 }
 
+/**
+ * A request's e-mail or IP address in the form lists of that kind compare it, which is also the form rules
+ * read `email` and `ip` in (evaluate.ts, live and in backtests alike), so that `email.endsWith(...)` and
+ * `ip == '...'` agree with `in lists.<name>`. An e-mail is {@link canonicalEmail}'s: trimmed, lower-cased
+ * whole (lists compare case-insensitively, so a rule cannot tell `Bob@` from `bob@` either), its domain in
+ * one spelling. An address is canonical (lower-case hexadecimal, zeros compressed, an IPv4-mapped address
+ * as its IPv4 address), as `signals.network.ip` shows it: a NAT64 address stays itself, so a range over the
+ * NAT64 prefix still matches it (IpMatcher also tries its client). Text that is no address stays as given.
+ */
+export function comparedForm(kind: "email" | "ip", value: string): string {
+  return kind === "email" ? canonicalEmail(value) : (parseIp(value)?.text ?? value);
+}
+
 /** An address as lists hold it: canonical, and a NAT64 address as the IPv4 client it carries. */
 function listedAddress(text: string): string | null {
   const ip = parseIp(text);
@@ -114,7 +127,7 @@ class ExactMatcher implements ListMatcher {
     if (this.kind !== "email") return this.values.has(value);
     // No entry is longer (320 characters, each at most two UTF-16 units): a longer text is none, and
     // lowercasing it is what a rule that looks up long texts would spend its time on.
-    return value.length <= MAX_EMAIL_LOOKUP && this.values.has(canonicalEmail(value));
+    return value.length <= MAX_EMAIL_LOOKUP && this.values.has(comparedForm("email", value));
   }
 }
 

@@ -289,7 +289,8 @@ describe("refused conditions", () => {
     for (const condition of ["email == '\\x'", "email == '\\u'", "email == '\\U0011FFFF'"]) {
       expect(refusal(condition).message).toMatch(/^syntax error: invalid escape sequence in a string literal \(Invalid code point/);
     }
-    expect(matches("email == '\\x41'", { email: "A" })).toBe(true);
+    // userId, as sent: rules read `email` lower-cased.
+    expect(matches("userId == '\\x41'", { userId: "A" })).toBe(true);
   });
 
   it("refuses unknown actions and statuses, every error at once", () => {

@@ -260,6 +260,48 @@ describe("bindings", () => {
   });
 });
 
+describe("the e-mail and address rules read", () => {
+  const matched = (condition: string, overrides: Parameters<typeof context>[0], lists = ListSnapshot.EMPTY) =>
+    evaluatePolicies([compile(policy([rule(condition)]))], { ...context(overrides), lists }).results[0]?.matchedRule === 0;
+
+  it("are the e-mail as e-mail lists compare it: trimmed and lower-cased, its domain in one spelling", () => {
+    const lists = ListSnapshot.build([{ name: "throwaway", kind: "email", entries: ["bob@mailinator.com"] }]);
+    for (const email of ["Bob@Mailinator.COM", " bob@mailinator.com ", "bob@MAILINATOR.com."]) {
+      expect(matched("email.endsWith('@mailinator.com')", { email }), email).toBe(true);
+      expect(matched("email == 'bob@mailinator.com'", { email }), email).toBe(true);
+      expect(matched("email in lists.throwaway", { email }, lists), email).toBe(true);
+    }
+    expect(matched("email == 'hans@münchen.de'", { email: "Hans@xn--mnchen-3ya.de" })).toBe(true);
+    // None is "", as before.
+    expect(matched("email == ''", { email: undefined })).toBe(true);
+  });
+
+  it("are the address in canonical form, as IP lists and signals.network.ip compare it", () => {
+    const lists = ListSnapshot.build([
+      { name: "office", kind: "ip", entries: ["2a00:1450:4002:81c::1", "10.0.0.1"] },
+      { name: "nat64", kind: "ip", entries: ["64:ff9b::/96"] },
+    ]);
+    for (const ip of ["2A00:1450:4002:081C:0:0:0:1", "2a00:1450:4002:81c:0::1", " 2a00:1450:4002:81c::1"]) {
+      expect(matched("ip == '2a00:1450:4002:81c::1'", { ip }), ip).toBe(true);
+      expect(matched("ip in lists.office", { ip }, lists), ip).toBe(true);
+    }
+    expect(matched("ip == '10.0.0.1'", { ip: "::FFFF:10.0.0.1" })).toBe(true);
+    // A NAT64 address stays itself, so a range over the prefix still holds it; its client's entries match it too.
+    expect(matched("ip == '64:ff9b::a00:1'", { ip: "64:FF9B::10.0.0.1" })).toBe(true);
+    expect(matched("ip in lists.nat64 && ip in lists.office", { ip: "64:ff9b::10.0.0.1" }, lists)).toBe(true);
+    // Text that is no address (a replayed request from before the field was checked) stays as given.
+    expect(matched("ip == 'unknown'", { ip: "unknown" })).toBe(true);
+  });
+
+  it("keep that form in a rule that reads other variables too, from a context stored as JSON as backtests read it", () => {
+    const policies = [compile(policy([rule("score > 90 || (signals.network.tor && size(metadata) > 9) || email.startsWith('bob@') || ip == '10.0.0.1'")]))];
+    const stored = JSON.parse(JSON.stringify(context({ email: "BOB@example.com", ip: "::ffff:10.0.0.1" }))) as ReturnType<typeof context>;
+    expect(evaluatePolicies(policies, stored).results[0]?.matchedRule).toBe(0);
+    expect(evaluatePolicies(policies, { ...stored, email: "Ann@example.com" }).results[0]?.matchedRule).toBe(0);
+    expect(evaluatePolicies(policies, { ...stored, email: "Ann@example.com", ip: "10.0.0.2" }).results[0]?.matchedRule).toBe(-1);
+  });
+});
+
 describe("what a shadow policy would have decided", () => {
   it("is its action when it matches above the deciding policy, and the live decision otherwise", () => {
     const vip = compile(policy([rule("userId == 'vip'", "allow")], { priority: 200 }));
