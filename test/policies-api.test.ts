@@ -718,8 +718,24 @@ describe("what a backtest counts", () => {
       expect(answer.status).toBe(200);
       return answer.body.data;
     };
-    return { saved, backtest };
+    return { saved, backtest, owner };
   }
+
+  it("reads the lists as they are now, and the signals as they were at each decision (docs/policies.md)", async () => {
+    const { backtest, owner } = await accountWith([], ["l_listed_later", "l_never"]);
+    expect((await call("PUT", "/api/v1/lists/deny_users", { kind: "user", type: "deny" }, owner)).status).toBe(201);
+    // Listed when it was decided, no longer listed now; and the other way round.
+    expect((await call("POST", "/api/v1/lists/deny_users/entries", { entries: [{ value: "l_unlisted_later" }] }, owner)).status).toBe(200);
+    expect((await call("POST", "/api/v1/decide", { userId: "l_unlisted_later", action: "login", ip: UK_IP, ...HUMAN_DESKTOP }, owner)).status).toBe(200);
+    expect((await call("POST", "/api/v1/lists/deny_users/remove", { values: ["l_unlisted_later"] }, owner)).status).toBe(200);
+    expect((await call("POST", "/api/v1/lists/deny_users/entries", { entries: [{ value: "l_listed_later" }] }, owner)).status).toBe(200);
+    // The list rule matches the one the list holds now, an allowed decision it changes to deny; the signal is
+    // the one the deny list held then, denied already by DENYLISTED's floor.
+    const byList = await backtest("/api/v1/policies/backtest", { rules: [{ condition: "userId in lists.deny_users", action: "deny" }] });
+    expect(byList).toMatchObject({ evaluated: 3, matched: 1, changed: 1 });
+    const bySignal = await backtest("/api/v1/policies/backtest", { rules: [{ condition: "signals.lists.denylisted", action: "deny" }] });
+    expect(bySignal).toMatchObject({ evaluated: 3, matched: 1, changed: 0 });
+  });
 
   it("counts the backtested policy's own rule errors, not those of the account's other policies", async () => {
     const failing = { condition: "score / 0.0 > 1.0", action: "deny" };
