@@ -155,6 +155,26 @@ describe("policies", () => {
     }
   });
 
+  it("takes back what GET answered without its read-only fields, and gives every field a PUT leaves out its default (docs/policies.md)", async () => {
+    const full = { name: "Round trip", description: "kept", status: "active", priority: 7, actions: ["login"], rules: [{ condition: "score > 99", action: "deny", description: "top" }] };
+    const created = (await call<PolicyJson>("POST", "/api/v1/policies", full)).body;
+    const read = (await call<PolicyJson & { createdAt: string; updatedAt: string }>("GET", `/api/v1/policies/${created.id}`)).body;
+    const sentBack = await call<ErrorJson>("PUT", `/api/v1/policies/${created.id}`, read);
+    expect(sentBack.status).toBe(400);
+    expect(sentBack.body.error.details.fieldViolations?.map((v) => v.field)).toEqual(["builtIn", "createdAt", "updatedAt"]);
+    const { builtIn: _builtIn, createdAt: _createdAt, updatedAt: _updatedAt, ...writable } = read;
+    expect((await call<PolicyJson>("PUT", `/api/v1/policies/${created.id}`, writable)).body).toMatchObject({ ...full, version: 2 });
+    // Left out is the default, not what the policy had.
+    expect((await call<PolicyJson>("PUT", `/api/v1/policies/${created.id}`, { name: full.name, rules: [{ condition: "score > 99", action: "deny" }] })).body).toMatchObject({
+      description: "",
+      status: "shadow",
+      priority: 0,
+      actions: [],
+      rules: [{ condition: "score > 99", action: "deny", description: "" }],
+      version: 3,
+    });
+  });
+
   it("refuses an update made from a version that is no longer current with 409, saving nothing", async () => {
     const created = (await call<PolicyJson>("POST", "/api/v1/policies", { name: "shared", rules: [{ condition: "score > 99", action: "deny" }] })).body;
     const rules = [{ condition: "score > 99", action: "deny" }, { condition: "signals.network.tor", action: "deny" }];
