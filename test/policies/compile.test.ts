@@ -114,6 +114,9 @@ describe("the documented variables", () => {
       "signals.velocity.user.lastHour > 20",
       "ip in lists.office_ips AND score < 95",
       "deviceId in lists.bad_devices",
+      "metadata.n == '5'",
+      "metadata.n == 5 OR metadata.n == '5'",
+      "metadata.n.matches('^[0-9]+$')",
     ];
     for (const condition of examples) {
       expect(compilePolicyUncached(policy([{ condition, action: "deny" }])).ok, condition).toBe(true);

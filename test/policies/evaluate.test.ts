@@ -302,6 +302,26 @@ describe("the e-mail and address rules read", () => {
   });
 });
 
+describe("metadata values", () => {
+  it("keep their JSON types: across types == is silently unequal, ordering is an error (docs/policies.md)", () => {
+    const outcome = (condition: string) => {
+      const result = evaluatePolicies([compile(policy([rule(condition)]))], context({ metadata: { n: "5", flag: "true", big: "12" } })).results[0];
+      return { matched: result?.matchedRule === 0, errors: result?.errors.length };
+    };
+    expect(outcome("metadata.n == 5")).toEqual({ matched: false, errors: 0 });
+    expect(outcome("metadata.flag == true")).toEqual({ matched: false, errors: 0 });
+    expect(outcome("metadata.n != 5")).toEqual({ matched: true, errors: 0 });
+    expect(outcome("metadata.n > 3")).toEqual({ matched: false, errors: 1 });
+    expect(outcome("metadata.big > '3'")).toEqual({ matched: false, errors: 0 });
+    expect(outcome("metadata.n == '5'")).toEqual({ matched: true, errors: 0 });
+    expect(outcome("metadata.flag == 'true'")).toEqual({ matched: true, errors: 0 });
+    expect(outcome("metadata.n == 5 OR metadata.n == '5'")).toEqual({ matched: true, errors: 0 });
+    for (const conversion of ["int(metadata.n) > 3", "double(metadata.n) > 3", "string(metadata.n) == '5'", "metadata.n in [5, '5']"]) {
+      expect(compilePolicyUncached(policy([rule(conversion)])).ok, conversion).toBe(false);
+    }
+  });
+});
+
 describe("what a shadow policy would have decided", () => {
   it("is its action when it matches above the deciding policy, and the live decision otherwise", () => {
     const vip = compile(policy([rule("userId == 'vip'", "allow")], { priority: 200 }));
