@@ -15,7 +15,10 @@ import { DEFAULT_POLICY } from "./default-policy.js";
 import { ListSnapshot, comparedForm } from "./lists.js";
 import type { CompiledPolicy, CompiledRule, RuleAction } from "./model.js";
 
-/** One decision's inputs; stored decisions carry all of them, so backtests rebuild it exactly. */
+/**
+ * One decision's inputs. Stored decisions carry all of them but the lists, which backtests take as they are
+ * now (docs/policies.md, Backtests): nothing records what each list held at each decision.
+ */
 export interface EvaluationContext {
   /** The engine's 0..100 score. */
   readonly score: number;
