@@ -109,6 +109,20 @@ describe("strong signals", () => {
     expect(result.reasons[0]).toBe("AUTOMATION_TOOL");
   });
 
+  it("an HTTP library that isbot does not tell from a crawler, or PowerShell dressed as a browser, is AUTOMATION_TOOL", () => {
+    for (const userAgent of [
+      "Java-http-client/21.0.1",
+      "got (https://github.com/sindresorhus/got)",
+      "Mozilla/5.0 (Windows NT 10.0; Microsoft Windows 10.0.22631; en-US) PowerShell/7.4.1",
+    ]) {
+      const input: EngineInput = { userId: "u", action: "login", ip: "8.8.8.8", userAgent };
+      const result = scoreSignals(mergeSignals(computeFastSignals(input, data, NOW_MS), null), DEFAULT_WEIGHTS);
+      expect(result.reasons[0], userAgent).toBe("AUTOMATION_TOOL");
+      expect(result.reasons, userAgent).not.toContain("CRAWLER_USER_AGENT");
+      expect(result.score, userAgent).toBeGreaterThanOrEqual(30);
+    }
+  });
+
   it("a denylisted entity forces a score of at least 90", () => {
     expect(scoreSignals(withMutations(["DENYLISTED"]), DEFAULT_WEIGHTS).score).toBeGreaterThanOrEqual(90);
     const listed = mergeSignals(computeFastSignals(cleanDesktopLogin(), data, NOW_MS), null, { denylisted: true });

@@ -97,6 +97,43 @@ describe("user agent", () => {
     });
   });
 
+  // HTTP client libraries as they introduce themselves: isbot catches most, and one no pattern named used to
+  // count as a declared crawler; PowerShell dresses as a Windows browser that isbot does not catch.
+  it.each([
+    ["Java-http-client/21.0.1", "java"],
+    ["PycURL/7.45.2 libcurl/8.5.0 OpenSSL/3.0.13", "pycurl"],
+    ["GuzzleHttp/7", "guzzle"],
+    ["RestSharp/110.2.0.0", "restsharp"],
+    ["Deno/1.40.0", "deno"],
+    ["Bun/1.0.25", "bun"],
+    ["PHP/8.2", "php"],
+    ["urllib3/2.0.7", "urllib3"],
+    ["AHC/2.1", "async-http-client"],
+    ["ReactorNetty/1.1.0", "reactor-netty"],
+    ["Vert.x-WebClient/4.5.1", "vertx-webclient"],
+    ["Symfony HttpClient/Curl", "symfony-httpclient"],
+    ["got (https://github.com/sindresorhus/got)", "got"],
+    ["Typhoeus - https://github.com/typhoeus/typhoeus", "typhoeus"],
+    ["Mozilla/5.0 (Windows NT 10.0; Microsoft Windows 10.0.19045; en-US) WindowsPowerShell/5.1.19041.3803", "powershell"],
+    ["Mozilla/5.0 (Windows NT 10.0; Microsoft Windows 10.0.22631; en-US) PowerShell/7.4.1", "powershell"],
+  ])("names the HTTP library in %s an automation tool, not a crawler", (userAgent, tool) => {
+    expect(fast({ userAgent }).userAgent).toMatchObject({ automationTool: tool, automation: true, crawler: false });
+  });
+
+  it.each([USER_AGENTS.googlebot, "Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)"])(
+    "keeps the declared crawler %s a crawler",
+    (userAgent) => {
+      expect(fast({ userAgent }).userAgent).toMatchObject({ bot: true, crawler: true, automationTool: "", automation: false });
+    },
+  );
+
+  it.each(Object.entries(USER_AGENTS).filter(([name]) => ["windowsChrome", "iphoneSafari", "androidChrome", "macSafari", "linuxFirefox"].includes(name)))(
+    "finds no tool in the real browser %s",
+    (_name, userAgent) => {
+      expect(fast({ userAgent }).userAgent).toMatchObject({ bot: false, crawler: false, headless: false, automationTool: "", automation: false });
+    },
+  );
+
   it("takes an in-app browser that names its shop's domain for a browser, and a fetcher with a contact domain for a crawler", () => {
     const amazonApp = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148 AmazonApp/Amazon.com/23.7.2/iOS/17.4/iPhone";
     expect(fast({ userAgent: amazonApp }).userAgent).toMatchObject({ bot: false, crawler: false, deviceType: "mobile" });

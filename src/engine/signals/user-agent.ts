@@ -8,7 +8,11 @@ import type { UserAgentDeviceType, UserAgentSignals } from "../types.js";
 
 const HEADLESS_PATTERNS: readonly RegExp[] = [/HeadlessChrome/i, /PhantomJS/i, /SlimerJS/i, /HtmlUnit/i];
 
-/** Tool name reported in signals.userAgent.automationTool, and the pattern that finds it. */
+/**
+ * Tool name reported in signals.userAgent.automationTool, and the pattern that finds it. isbot catches HTTP
+ * libraries and crawlers alike, and whatever it catches that no pattern here names counts as a declared
+ * crawler (a weaker signal): so every HTTP client library belongs here, not only the common ones.
+ */
 const AUTOMATION_TOOL_PATTERNS: readonly (readonly [string, RegExp])[] = [
   ["selenium", /selenium/i],
   ["webdriver", /webdriver/i],
@@ -25,19 +29,35 @@ const AUTOMATION_TOOL_PATTERNS: readonly (readonly [string, RegExp])[] = [
   ["scrapy", /scrapy/i],
   ["go-http-client", /go-http-client/i],
   ["okhttp", /okhttp/i],
-  ["java", /^java\//i],
+  ["urllib3", /^urllib3\//i],
+  ["pycurl", /^pycurl\//i],
+  // Java 11+'s java.net.http client sends "Java-http-client/21.0.1"; older HttpURLConnection "Java/1.8.0_392".
+  ["java", /^java(-http-client)?\//i],
   ["apache-httpclient", /apache-httpclient/i],
+  ["async-http-client", /^ahc\//i],
+  ["reactor-netty", /^reactornetty\//i],
+  ["vertx-webclient", /^vert\.x-webclient\//i],
   ["node-fetch", /node-fetch/i],
   // Node's built-in fetch (undici inside) sends just "node".
   ["node", /^node$/i],
   ["axios", /^axios\//i],
   ["undici", /undici/i],
+  ["got", /^got \(/i],
+  ["deno", /^deno\//i],
+  ["bun", /^bun\//i],
+  ["php", /^php\//i],
+  ["guzzle", /^guzzlehttp\//i],
+  ["symfony-httpclient", /^symfony httpclient\//i],
+  ["restsharp", /^restsharp\//i],
+  // PowerShell's Invoke-WebRequest dresses as a Mozilla browser on Windows, which isbot does not catch.
+  ["powershell", /powershell\/\d/i],
   ["libwww-perl", /libwww-perl/i],
   ["postman", /postmanruntime/i],
   ["insomnia", /^insomnia\//i],
   ["httpie", /^httpie\//i],
   ["ruby", /^ruby$|^ruby\//i],
   ["faraday", /^faraday/i],
+  ["typhoeus", /^typhoeus\b/i],
   ["mechanize", /mechanize/i],
   ["dart", /^dart\//i],
 ];
