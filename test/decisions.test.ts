@@ -12,6 +12,10 @@ import { HUMAN_DESKTOP, UK_IP, USER_AGENTS, botAttack } from "./helpers/inputs.j
 import { startTestServer, tempDir, type TestServer } from "./helpers/server.js";
 
 const TOR_EXIT = "185.220.101.45";
+/** An AWS us-east-1 address: in the datacenter ranges the server is given, and US per the geolocation database. */
+const DATACENTER_IP = "3.85.10.10";
+/** A German address outside them. */
+const DE_IP = "88.198.7.7";
 let server: TestServer;
 let acme: ReturnType<TestServer["createAccount"]>;
 let globex: ReturnType<TestServer["createAccount"]>;
@@ -21,7 +25,10 @@ beforeAll(async () => {
   torDir = tempDir("tor-");
   // A real Tor bulk exit list: one address per line.
   fs.writeFileSync(path.join(torDir, "exits.txt"), `# Tor bulk exit list\n${TOR_EXIT}\n185.220.101.46\n2a0b:f4c2::1\n`);
-  server = await startTestServer({ config: { torExitListPath: path.join(torDir, "exits.txt"), engineThreads: 2 } });
+  fs.writeFileSync(path.join(torDir, "datacenters.txt"), "# AWS us-east-1\n3.80.0.0/12\n");
+  server = await startTestServer({
+    config: { torExitListPath: path.join(torDir, "exits.txt"), datacenterRangesPath: path.join(torDir, "datacenters.txt"), engineThreads: 2 },
+  });
   acme = server.createAccount("Acme");
   globex = server.createAccount("Globex");
 });
@@ -95,6 +102,26 @@ describe("POST /api/v1/decide", () => {
       last = (await decide(acme.keys.test.secret, { userId: "busy_user", action: "login", ip: UK_IP, deviceId: "dev_busy", ...HUMAN_DESKTOP })).body;
     }
     expect(last?.data.reasons).toContain("VELOCITY_BURST");
+  });
+
+  it("learns no location from a datacenter address, and measures no travel to one: its country is the cloud VM's or VPN's", async () => {
+    // Sent by the account's backend, without the SDK's device object: no time zone for the VM's country to contradict.
+    const login = { userId: "vpn_user", action: "login", deviceId: "dev_vpn", userAgent: HUMAN_DESKTOP.userAgent, behavior: HUMAN_DESKTOP.behavior };
+    const historyOf = async (body: DecideBody) =>
+      ((await getDecisionOf(acme.keys.test.secret, body.data.evidenceId)).signals as { history: Record<string, unknown> }).history;
+    // A new user through a US cloud VM is allowed; the VM's country does not become the user's.
+    const viaCloud = await decide(acme.keys.test.secret, { ...login, ip: DATACENTER_IP });
+    expect(viaCloud.body.data).toMatchObject({ decision: "allow" });
+    expect(viaCloud.body.data.reasons).toContain("DATACENTER_IP");
+    // Seconds later from Germany, on the same device: no flight from the US, and no new country.
+    const atHome = await decide(acme.keys.test.secret, { ...login, ip: DE_IP });
+    expect(atHome.body.data).toMatchObject({ decision: "allow", reasons: ["LOW_RISK"] });
+    expect(await historyOf(atHome.body)).toMatchObject({ userKnown: true, newDevice: false, newCountry: false, previousCountry: "", travelDistanceKm: null, impossibleTravel: false });
+    // Known in Germany now, the user goes through the VM again: measured against Germany, it is no flight either.
+    const viaCloudAgain = await decide(acme.keys.test.secret, { ...login, ip: DATACENTER_IP });
+    expect(viaCloudAgain.body.data.reasons).not.toContain("IMPOSSIBLE_TRAVEL");
+    expect(viaCloudAgain.body.data.reasons).not.toContain("NEW_COUNTRY");
+    expect(await historyOf(viaCloudAgain.body)).toMatchObject({ newCountry: false, previousCountry: "DE", travelDistanceKm: null, impossibleTravel: false });
   });
 
   it("returns the same answer for a retried Idempotency-Key without counting twice", async () => {

@@ -1,3 +1,5 @@
+import fs from "node:fs";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CATEGORIES, DEFAULT_WEIGHTS, MAX_WEIGHT, MIN_WEIGHT, validateWeights, type Category } from "../src/engine/index.js";
 import { entryHash } from "../src/audit/entry.js";
@@ -22,7 +24,9 @@ const events: WebhookEvent[] = [];
 
 beforeAll(async () => {
   // A generous budget: these tests read the comprehensive path's graph signal, never the fast fallback.
-  server = await startTestServer({ clock, config: { engineThreads: 1, comprehensiveBudgetMs: 5_000 } });
+  const datacenterRangesPath = path.join(tempDir("datacenters-"), "datacenters.txt");
+  fs.writeFileSync(datacenterRangesPath, `# AWS us-east-1\n3.80.0.0/12\n`);
+  server = await startTestServer({ clock, config: { engineThreads: 1, comprehensiveBudgetMs: 5_000, datacenterRangesPath } });
   acme = server.createAccount("Acme");
   globex = server.createAccount("Globex");
   server.app.events.addSink({
@@ -468,7 +472,7 @@ describe("a challenge the user passed", () => {
    * An account that challenges whoever comes from a new country or on a new device, and a user of it known at
    * home, challenged two days later paying from abroad on another device.
    */
-  async function challengedAbroad(accountName: string, userId: string, deviceId: string) {
+  async function challengedAbroad(accountName: string, userId: string, deviceId: string, ip = "1.128.0.1") {
     const account = server.createAccount(accountName);
     const key = account.keys.live.secret;
     const policy = await call<{ id: string }>(key, "POST", "/api/v1/policies", {
@@ -481,7 +485,7 @@ describe("a challenge the user passed", () => {
     const home = { userId, action: "login", ...HUMAN_DESKTOP, ip: "81.2.69.160", deviceId: "dev-home" };
     expect((await decide(key, home)).decision).toBe("allow");
     clock.advance(2 * DAY);
-    const abroad = { ...home, action: "purchase", amount: 50, currency: "EUR", ip: "1.128.0.1", deviceId };
+    const abroad = { ...home, action: "purchase", amount: 50, currency: "EUR", ip, deviceId };
     const challenged = await decide(key, abroad);
     expect(challenged.decision).toBe("challenge");
     return { account, key, abroad, challenged };
@@ -500,6 +504,18 @@ describe("a challenge the user passed", () => {
     expect(JSON.parse(profile.amounts)).toEqual({ EUR: { count: 1, max: 50, mean: 50 } });
     const after = await decide(key, abroad);
     expect(after.decision).toBe("allow");
+  });
+
+  it("teaches the device but not the country of a datacenter address: that country is the cloud VM's or VPN's, not the user's", async () => {
+    // 3.85.10.10: AWS us-east-1, in the server's datacenter ranges, US per the geolocation database.
+    const { account: agency, key, challenged } = await challengedAbroad("VPN agency", "tunneller", "dev-tunnel", "3.85.10.10");
+    expect((await feedback(key, { decisionId: challenged.decisionId, actualOutcome: "legitimate" })).status).toBe(200);
+    const profile = server.app.db
+      .prepare("SELECT last_country, known_countries, known_devices FROM user_profiles WHERE account_id = ? AND user_id = ?")
+      .get(agency.account.id, "tunneller") as { last_country: string; known_countries: string; known_devices: string };
+    expect(profile.last_country).toBe("GB");
+    expect(JSON.parse(profile.known_countries)).toEqual(["GB"]);
+    expect(JSON.parse(profile.known_devices)).toEqual(["dev-tunnel", "dev-home"]);
   });
 
   it("learns nothing from a legitimate label its sender is less than half sure of, and waits for a sure one", async () => {

@@ -7,7 +7,7 @@ export { CATEGORIES, DEFAULT_WEIGHTS, MAX_WEIGHT, MIN_WEIGHT, mapCategories, val
 export type { Category, CategoryWeights, WeightsValidation } from "./weights.js";
 export { ReferenceData, DEFAULT_DATACENTER_RANGES_PATH } from "./reference-data.js";
 export type { ListError, ReferenceDataOptions, SharedReferenceData } from "./reference-data.js";
-export { computeFastSignals, computeStoreSignals, mergeSignals, paymentOf, EMPTY_HISTORY_SNAPSHOT } from "./signals.js";
+export { computeFastSignals, computeStoreSignals, mergeSignals, paymentOf, userLocationCountry, EMPTY_HISTORY_SNAPSHOT } from "./signals.js";
 export {
   scoreSignals,
   categoriesJudged,

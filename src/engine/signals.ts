@@ -11,7 +11,7 @@ import { unavailableStoreSignals } from "./signals/store.js";
 import { computeUserAgentSignals } from "./signals/user-agent.js";
 import type { EngineInput, FastSignals, ListSignals, Signals, StoreSignals } from "./types.js";
 
-export { computeStoreSignals, EMPTY_HISTORY_SNAPSHOT, paymentOf } from "./signals/store.js";
+export { computeStoreSignals, EMPTY_HISTORY_SNAPSHOT, paymentOf, userLocationCountry } from "./signals/store.js";
 
 /** Network, geo, user agent, device, behaviour and e-mail signals; no I/O. */
 export function computeFastSignals(

@@ -11,7 +11,7 @@ import { crossedEnvironment } from "../consortium/membership.js";
 import { queueIndicators } from "../consortium/sharing.js";
 import { followUpStateOf } from "../decisions/follow-up.js";
 import type { DecisionDetails, StoredRequest } from "../decisions/record.js";
-import { DEFAULT_WEIGHTS, categoriesJudged, paymentOf, publicIpText, scoreSignals, type Signals } from "../engine/index.js";
+import { DEFAULT_WEIGHTS, categoriesJudged, paymentOf, publicIpText, scoreSignals, userLocationCountry, type Signals } from "../engine/index.js";
 import type { EventPublisher } from "../events/publisher.js";
 import { entitiesOfRequest, entityKeys, entityValueOfKind } from "../graph/entities.js";
 import { newId } from "../ids.js";
@@ -369,10 +369,10 @@ export class FeedbackProcessor {
   }
 }
 
-/** What a decision's verified evidence teaches the user's profile: its device, IP country and payment. */
+/** What a decision's verified evidence teaches the user's profile: its device, the country its IP locates the user in, and its payment. */
 function lessonOf(userId: string, entities: DecisionEntities, evidence: VerifiedEvidence): ProfileLesson {
   // The decide's own protobuf JSON, its integrity verified above.
   const request = evidence.request as StoredRequest;
   const payment = paymentOf({ action: request.action ?? "", amount: request.amount, currency: request.currency });
-  return { userId, deviceId: entities.deviceId, country: evidence.signals.geo.country, ...lessonPayment(payment) };
+  return { userId, deviceId: entities.deviceId, country: userLocationCountry(evidence.signals), ...lessonPayment(payment) };
 }

@@ -26,6 +26,7 @@ export interface DecisionEntities {
 export interface ProfileLesson {
   userId: string;
   deviceId: string;
+  /** The country the request's IP locates the user in (engine userLocationCountry): "" for a datacenter, Tor or non-public address. */
   country: string;
   /** The payment, if the request was one (engine paymentOf); otherwise undefined and "". */
   amount: number | undefined;

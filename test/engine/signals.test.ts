@@ -7,6 +7,7 @@ import {
   deviceFingerprint,
   EMPTY_HISTORY_SNAPSHOT,
   mergeSignals,
+  userLocationCountry,
 } from "../../src/engine/index.js";
 import type { EngineInput, FastSignals } from "../../src/engine/index.js";
 import { canonicalJson } from "../../src/canonical-json.js";
@@ -362,6 +363,18 @@ describe("store signals", () => {
     // A day later the same hop is possible.
     const dayLater = computeStoreSignals(cleanDesktopLogin(), snapshot, fromSydney, NOW_MS + 24 * 3600_000).history;
     expect(dayLater.impossibleTravel).toBe(false);
+  });
+
+  it.each(["datacenter", "tor"] as const)("measure no travel to, and see no new country in, a %s address: its country is not the user's", (kind) => {
+    const snapshot = knownUserSnapshot(); // GB one hour ago
+    const fromSydney = fast({ ip: "1.1.1.1" }); // AU per the database
+    fromSydney.network[kind] = true;
+    expect(userLocationCountry(fromSydney)).toBe("");
+    const history = computeStoreSignals(cleanDesktopLogin(), snapshot, fromSydney, NOW_MS).history;
+    expect(history).toMatchObject({ previousCountry: "GB", secondsSincePrevious: 3600, travelDistanceKm: null, travelSpeedKmh: null, impossibleTravel: false, newCountry: false });
+    // The address's own signals still say where it is.
+    expect(fromSydney.geo.country).toBe("AU");
+    expect(userLocationCountry(fast({ ip: "1.1.1.1" }))).toBe("AU");
   });
 
   it("recognise known and new devices", () => {

@@ -183,6 +183,17 @@ export function paymentOf(input: Pick<EngineInput, "action" | "amount" | "curren
   return { amount: input.amount, currency };
 }
 
+/**
+ * The IP country that says where the user is, "" when the IP says nothing of it: a datacenter range's or a Tor
+ * exit's country is that of the cloud VM, VPN, proxy or relay the user goes through, wherever the user is (a
+ * private or reserved address has no country to begin with). Only this country joins the user's profile
+ * (known countries, the last location), and travel is measured only between two of them: a VPN exit abroad is
+ * neither a new country nor a flight, and does not make the user's next request from home look like one.
+ */
+export function userLocationCountry({ network, geo }: Pick<FastSignals, "network" | "geo">): string {
+  return network.datacenter || network.tor ? "" : geo.country;
+}
+
 function amountSignals(input: EngineInput, snapshot: HistorySnapshot): AmountSignals {
   const payment = paymentOf(input);
   const value = payment?.amount ?? null;
@@ -231,7 +242,7 @@ function historySignals(
   const previous = snapshot.previousDecision !== null && snapshot.previousDecision.country !== "" ? snapshot.previousDecision : null;
   const userKnown = previous !== null || snapshot.knownDeviceIds.length > 0 || snapshot.knownCountries.length > 0;
   const deviceId = input.deviceId ?? "";
-  const country = fastSignals.geo.country;
+  const country = userLocationCountry(fastSignals);
 
   let secondsSincePrevious: number | null = null;
   let travelDistanceKm: number | null = null;
