@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { hashIndicator, indicatorsOf, normalizeEmail, signBatch, type Indicator } from "../src/consortium/indicators.js";
+import { hashIndicator, indicatorsOf, signBatch, type Indicator } from "../src/consortium/indicators.js";
+import { canonicalMailbox } from "../src/engine/index.js";
 import { membershipProblems } from "../src/consortium/membership.js";
 import { queueIndicators } from "../src/consortium/sharing.js";
 import { ConsortiumRepository } from "../src/store/consortium.js";
@@ -97,7 +98,7 @@ describe("consortium sharing between two installations", () => {
     ]);
     for (const secret of ["mallory", "dev_mallory_1", "81.2.69.222", memberMerchant.account.id, "a_customer_9"]) expect(stored).not.toContain(secret);
     expect(stored).toContain(hashIndicator(CONSORTIUM_KEY, "email", "malloryfraud@gmail.com"));
-    expect(normalizeEmail(" Mallory.Fraud+shop@GoogleMail.com ")).toBe("malloryfraud@gmail.com");
+    expect(canonicalMailbox(" Mallory.Fraud+shop@GoogleMail.com ")).toBe("malloryfraud@gmail.com");
   });
 
   it("shares no address that is not public: a backend's own would match every member's customers", () => {

@@ -5,7 +5,7 @@
 
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { canonicalJson } from "../canonical-json.js";
-import { canonicalEmail, publicIpText } from "../engine/index.js";
+import { canonicalMailbox, publicIpText } from "../engine/index.js";
 import type { DecisionEntities } from "../store/history.js";
 
 const INDICATOR_TYPES = ["email", "device", "ip"] as const;
@@ -23,29 +23,6 @@ export const MIN_CONSORTIUM_KEY_LENGTH = 32;
 export const SIGNATURE_TOLERANCE_SECONDS = 300;
 export const HASH_FORMAT = /^[0-9a-f]{64}$/;
 
-/** Mailbox providers that ignore dots in the local part. */
-const DOTLESS_DOMAINS = new Set(["gmail.com", "googlemail.com"]);
-
-/**
- * One spelling per mailbox, stricter than {@link canonicalEmail} since the
- * network matches across accounts: lower case, the `+tag` dropped, and for Gmail the
- * dots dropped and googlemail.com read as gmail.com. "" when not an address.
- */
-export function normalizeEmail(email: string): string {
-  const trimmed = canonicalEmail(email);
-  const at = trimmed.lastIndexOf("@");
-  if (at <= 0 || at === trimmed.length - 1) return "";
-  let local = trimmed.slice(0, at);
-  let domain = trimmed.slice(at + 1);
-  const plus = local.indexOf("+");
-  if (plus > 0) local = local.slice(0, plus);
-  if (DOTLESS_DOMAINS.has(domain)) {
-    local = local.replaceAll(".", "");
-    domain = "gmail.com";
-  }
-  return `${local}@${domain}`;
-}
-
 export function hashIndicator(key: string, type: IndicatorType, value: string): string {
   return createHmac("sha256", Buffer.from(key, "utf8")).update(`${type}:${value}`).digest("hex");
 }
@@ -53,7 +30,8 @@ export function hashIndicator(key: string, type: IndicatorType, value: string): 
 /** The indicators of a decision's entities; entities it did not carry are left out. */
 export function indicatorsOf(entities: Pick<DecisionEntities, "email" | "deviceId" | "ip">, key: string): Indicator[] {
   const values: Array<[IndicatorType, string]> = [
-    ["email", normalizeEmail(entities.email)],
+    // The mailbox: every +tag and Gmail dot spelling of one inbox hashes alike.
+    ["email", canonicalMailbox(entities.email)],
     ["device", entities.deviceId.trim()],
     // Public addresses only: a backend's own private address would match every member's.
     ["ip", publicIpText(entities.ip)],

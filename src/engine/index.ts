@@ -20,6 +20,6 @@ export type { Contribution, Decision, RiskLevel, ScoreResult } from "./score.js"
 export { deviceFingerprint, visitorKey } from "./fingerprint.js";
 export type { DeviceFingerprint } from "./fingerprint.js";
 export { parseIp, classifyIp, clientNetwork, publicClientNetwork, publicIpText } from "./ip.js";
-export { canonicalEmail } from "./signals/email.js";
+export { canonicalEmail, canonicalMailbox } from "./signals/email.js";
 export type { IpRangeType, ParsedIp } from "./ip.js";
 export type * from "./types.js";

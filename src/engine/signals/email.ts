@@ -24,15 +24,42 @@ const EMPTY_EMAIL: EmailSignals = Object.freeze({
 });
 
 /**
- * An e-mail address as the service compares it wherever it is an identity
- * (list entries, velocity counters, the fraud graph): case-insensitively,
+ * An e-mail address as written, in one spelling: case-insensitively,
  * surrounding spaces and a fully qualified domain's final dot ignored, its
- * domain in one spelling ({@link canonicalDomain}).
+ * domain in one spelling ({@link canonicalDomain}). List entries are compared
+ * so (an analyst lists an address, not a mailbox); where an e-mail is counted
+ * or linked, its mailbox is ({@link canonicalMailbox}).
  */
 export function canonicalEmail(email: string): string {
   const address = email.trim().toLowerCase();
   const at = address.lastIndexOf("@");
   return at === -1 ? address : `${address.slice(0, at + 1)}${canonicalDomain(address.slice(at + 1))}`;
+}
+
+/** Mailbox providers that ignore dots in the local part. */
+const DOTLESS_DOMAINS = new Set(["gmail.com", "googlemail.com"]);
+
+/**
+ * The mailbox an address delivers to, one spelling for all the addresses of
+ * one inbox: {@link canonicalEmail}, the `+tag` dropped, and for Gmail the dots
+ * dropped and googlemail.com read as gmail.com (`Jane.Doe+promo1@googlemail.com`
+ * is `janedoe@gmail.com`). A person can make these up at will, one per signup,
+ * so the velocity counters, the fraud graph and the consortium count and match
+ * the mailbox. "" when not an address (nothing before or after the `@`).
+ */
+export function canonicalMailbox(email: string): string {
+  const address = canonicalEmail(email);
+  const at = address.lastIndexOf("@");
+  if (at <= 0 || at === address.length - 1) return "";
+  let local = address.slice(0, at);
+  let domain = address.slice(at + 1);
+  const plus = local.indexOf("+");
+  if (plus > 0) local = local.slice(0, plus);
+  if (DOTLESS_DOMAINS.has(domain)) {
+    local = local.replaceAll(".", "");
+    domain = "gmail.com";
+  }
+  return `${local}@${domain}`;
 }
 
 /** A domain of ASCII letters, digits, hyphens and dots with no punycode label: already in its one spelling. */
