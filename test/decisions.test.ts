@@ -124,6 +124,19 @@ describe("POST /api/v1/decide", () => {
     expect(await historyOf(viaCloudAgain.body)).toMatchObject({ newCountry: false, previousCountry: "DE", travelDistanceKm: null, impossibleTravel: false });
   });
 
+  it("counts the +tag and Gmail dot spellings of one inbox as one e-mail: a run of signups from one mailbox is a burst", async () => {
+    let last: DecideBody | undefined;
+    for (let i = 1; i <= 8; i++) {
+      const signup = { userId: `promo_${i}`, action: "signup", ip: `81.2.69.${100 + i}`, email: `jane.doe+promo${i}@gmail.com`, ...HUMAN_DESKTOP };
+      last = (await decide(acme.keys.test.secret, signup)).body;
+    }
+    expect(last?.data.reasons).toContain("VELOCITY_BURST");
+    const dotted = await decide(acme.keys.test.secret, { userId: "promo_9", action: "signup", ip: "81.2.69.109", email: "j.anedoe@gmail.com", ...HUMAN_DESKTOP });
+    expect(dotted.body.data.reasons).toContain("VELOCITY_BURST");
+    const signals = (await getDecisionOf(acme.keys.test.secret, dotted.body.data.evidenceId)).signals as { velocity: { email: { lastMinute: number } } };
+    expect(signals.velocity.email.lastMinute).toBe(8);
+  });
+
   it("returns the same answer for a retried Idempotency-Key without counting twice", async () => {
     const body = { userId: "idem_user", action: "checkout", amount: 49.9, currency: "EUR", ip: UK_IP, ...HUMAN_DESKTOP };
     const first = await decide(acme.keys.test.secret, body, { "idempotency-key": "order-1234" });

@@ -196,3 +196,14 @@ describe("pruning the windowed counters", () => {
     expect(await history.pruneOutdated(now)).toBe(0);
   });
 });
+
+describe("e-mail velocity", () => {
+  it("counts the +tag and Gmail dot spellings of one inbox as one e-mail", () => {
+    const at = start + 100 * HOUR;
+    for (let i = 1; i <= 8; i++) decide({ userId: `promo-${i}`, deviceId: "", email: `jane.doe+promo${i}@gmail.com`, at: at + i * 1_000 });
+    const dotted = decide({ userId: "promo-9", deviceId: "", email: "J.AneDoe@googlemail.com", at: at + 9_000 });
+    expect(dotted.counts.email).toEqual({ lastMinute: 8, lastHour: 8, lastDay: 8 });
+    // Another domain's dots are another mailbox's.
+    expect(decide({ userId: "promo-10", deviceId: "", email: "j.anedoe@example.com", at: at + 10_000 }).counts.email.lastMinute).toBe(0);
+  });
+});

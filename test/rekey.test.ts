@@ -1,5 +1,5 @@
-// Upgrading stored entity keys: IPv6 addresses to their /64, e-mail domains to one spelling, IP list entries of one
-// address to the address (src/graph/rekey.ts).
+// Upgrading stored entity keys: IPv6 addresses to their /64, e-mail domains to one spelling, e-mails to their
+// mailbox, IP list entries of one address to the address (src/graph/rekey.ts).
 import { afterAll, describe, expect, it } from "vitest";
 import { AuditLog } from "../src/audit/log.js";
 import { AuditSigner } from "../src/audit/signer.js";
@@ -92,6 +92,8 @@ describe("an installation whose stored keys an earlier release spelt otherwise",
       { listEntries: 2, reason: expect.stringMatching(/^NAT64 addresses/) },
       undefined,
       { graphEdges: 2, graphLabels: 2, listEntries: 2 },
+      // The mailbox repair looked, and found nothing to move.
+      undefined,
     ]);
     // The lists' changes are audited, as an analyst's would be.
     const entries = db.prepare("SELECT actor, action, body FROM audit_log WHERE action = 'list.updated' ORDER BY seq").all() as Array<{ actor: string; action: string; body: string }>;
@@ -115,5 +117,35 @@ describe("an installation whose stored keys an earlier release spelt otherwise",
     label.run(tenant.accountId, tenant.environment, "i:2a02:c7f:9::1", "dec_later");
     rekeyStoredEntities({ db, lists, audit, clock: new ManualClock(), logger: silentLogger });
     expect(keysOf("graph_labels")).toContain("i:2a02:c7f:9::1");
+  });
+
+  it("gives the +tag and Gmail dot spellings of a mailbox, which an earlier release keyed apart, the mailbox's key, once", () => {
+    const mailboxTenant = { accountId: "acct_mailboxes", environment: "live" as const };
+    // An installation that had the repair above: this release's start finds each spelling under its own key.
+    db.prepare("DELETE FROM repairs_done WHERE name = 'email-keys-mailbox'").run();
+    const edge = db.prepare("INSERT INTO graph_edges VALUES (?, ?, ?, ?, ?)");
+    for (const [entity, decisionId] of [
+      ["e:mule.fraud+shop1@gmail.com", "dec_shop1"],
+      ["e:mulefraud@googlemail.com", "dec_google"],
+      ["e:mulefraud@gmail.com", "dec_plain"],
+      ["e:ops+alerts@example.com", "dec_ops"],
+      ["e:first.last@example.com", "dec_other"],
+    ] as const) {
+      edge.run(mailboxTenant.accountId, mailboxTenant.environment, entity, 1_000, decisionId);
+    }
+    db.prepare("INSERT INTO graph_labels VALUES (?, ?, ?, ?)").run(mailboxTenant.accountId, mailboxTenant.environment, "e:mule.fraud+shop1@gmail.com", "dec_shop1");
+
+    const logged: unknown[] = [];
+    rekeyStoredEntities({ db, lists, audit, clock: new ManualClock(), logger: { log: (_level, _message, fields) => logged.push(fields) } });
+
+    const rows = (table: string) =>
+      db.prepare(`SELECT entity FROM ${table} WHERE account_id = ? ORDER BY entity`).all(mailboxTenant.accountId).map((row) => (row as { entity: string }).entity);
+    // Other domains keep their dots; the +tag goes everywhere.
+    expect(rows("graph_edges")).toEqual(["e:first.last@example.com", "e:mulefraud@gmail.com", "e:mulefraud@gmail.com", "e:mulefraud@gmail.com", "e:ops@example.com"]);
+    expect(rows("graph_labels")).toEqual(["e:mulefraud@gmail.com"]);
+    expect(logged).toEqual([undefined, { graphEdges: 3, graphLabels: 1, listEntries: 0 }]);
+    // The fraud label on one spelling meets the next spelling of the same inbox.
+    const graph = new GraphRepository(db);
+    expect(graph.lookup(mailboxTenant, entityKeys({ userId: "next", ip: "", deviceId: "", email: "Mule.Fraud+shop2@googlemail.com" }))).toMatchObject({ linkedToFraud: true, hops: 1 });
   });
 });

@@ -1,5 +1,5 @@
 import type { JsonValue } from "@bufbuild/protobuf";
-import { canonicalEmail, publicClientNetwork } from "../engine/index.js";
+import { canonicalEmail, canonicalMailbox, publicClientNetwork } from "../engine/index.js";
 import type { ListKind } from "../policies/index.js";
 import type { DecisionEntities } from "../store/history.js";
 
@@ -47,9 +47,18 @@ export function metadataIdentifiers(metadata: { [key: string]: JsonValue } | und
 }
 
 /**
+ * An e-mail as an entity: the mailbox it delivers to ({@link canonicalMailbox}), so that the `+tag` and Gmail
+ * dot spellings of one inbox, which a person makes up at will (one per signup), are one entity. A value that is
+ * no address (nothing before or after the `@`) names no mailbox; it is its own entity, in canonical form.
+ */
+export function emailEntity(email: string): string {
+  return canonicalMailbox(email) || canonicalEmail(email);
+}
+
+/**
  * The key of each of a decision's entities, "" for one it did not carry. Keys
  * carry a type tag, so a user id can never collide with an e-mail or IP;
- * e-mails are compared in their canonical form ({@link canonicalEmail}) and
+ * e-mails are compared as their mailbox ({@link emailEntity}) and
  * IPs as the network a client holds (an IPv4 address, an IPv6 address's /64,
  * in canonical form), so the same entity always has the same key. An IP that
  * is not public is no entity at all ({@link publicClientNetwork}). The fraud
@@ -61,7 +70,7 @@ export function entityKeysByKind(entities: DecisionEntities): EntityKeys {
     user: key("user", entities.userId),
     device: key("device", entities.deviceId),
     ip: key("ip", publicClientNetwork(entities.ip)),
-    email: key("email", canonicalEmail(entities.email)),
+    email: key("email", emailEntity(entities.email)),
     card: key("card", entities.cardFingerprint),
     account: key("account", entities.accountNumber),
   };

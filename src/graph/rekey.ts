@@ -1,27 +1,37 @@
 import type { AuditTrail } from "../audit/log.js";
 import type { Clock } from "../clock.js";
-import { canonicalEmail, publicClientNetwork } from "../engine/index.js";
+import { publicClientNetwork } from "../engine/index.js";
 import type { Logger } from "../log.js";
 import { normalizeListEntry } from "../policies/lists.js";
 import type { Db } from "../store/database.js";
 import type { ListRepository } from "../store/lists.js";
 import { RepairLog } from "../store/repairs.js";
 import type { Tenant } from "../store/tenant.js";
-
-/** Its name in `repairs_done` (migration 13): it runs once per database. */
-const REPAIR = "entity-keys-ipv6-network-and-email-domain";
+import { emailEntity } from "./entities.js";
 
 /**
- * Stored keys an earlier release wrote that their entity may no longer have
- * (2026-11-21): an IPv6 address's own, which is now its /64's (or, for a
- * NAT64 address, its IPv4 client's), and an e-mail whose domain was spelt in
- * punycode or with compatibility forms, which now has one spelling
- * (a domain of plain ASCII with no punycode label is its own spelling, but
- * for a final dot, dropped since 2026-11-22, which the repair does not look
- * for: rare, and left as stored). SQL picks these candidates, the
- * function {@link CURRENT_KEY} the key each has now.
+ * Fraud-graph keys an earlier release stored that their entity may no longer have, each kind with the repair
+ * that gives them their key now (its name in `repairs_done`, migration 13: it runs once per database) and the
+ * e-mail list entries it respells, if any. SQL picks the candidates, the function {@link CURRENT_KEY} the key
+ * each has now.
  */
-const STALE_ENTITY = `((entity LIKE 'i:%:%' AND entity NOT LIKE '%/64') OR (entity LIKE 'e:%' AND (entity LIKE '%xn--%' OR entity GLOB '*[^ -~]*')))`;
+const STALE_GRAPH_KEYS = [
+  {
+    // 2026-11-21: an IPv6 address's own key, which is now its /64's (or, for a NAT64 address, its IPv4
+    // client's), and an e-mail whose domain was spelt in punycode or with compatibility forms, which now has
+    // one spelling (a domain of plain ASCII with no punycode label is its own spelling, but for a final dot,
+    // dropped since 2026-11-22, which the repair does not look for: rare, and left as stored).
+    repair: "entity-keys-ipv6-network-and-email-domain",
+    where: `((entity LIKE 'i:%:%' AND entity NOT LIKE '%/64') OR (entity LIKE 'e:%' AND (entity LIKE '%xn--%' OR entity GLOB '*[^ -~]*')))`,
+    listEntries: "emailDomains",
+  },
+  {
+    // An e-mail's own key, which is now its mailbox's (emailEntity): one with a +tag, or a Gmail address,
+    // whose dots and googlemail.com spelling the mailbox drops. List entries stay addresses.
+    repair: "email-keys-mailbox",
+    where: `(entity LIKE 'e:%+%' OR entity LIKE 'e:%@gmail.com' OR entity LIKE 'e:%@googlemail.com')`,
+  },
+] as const satisfies ReadonlyArray<{ repair: string; where: string; listEntries?: "emailDomains" }>;
 /**
  * List entries an earlier release stored in a spelling they no longer have: of which kind, which (SQL picks
  * the candidates, normalizeListEntry their spelling now), why they changed, and, for those respelled in a
@@ -57,7 +67,7 @@ function currentKey(key: string): string {
     const network = publicClientNetwork(value);
     return network === "" ? key : `i:${network}`;
   }
-  return tag === "e:" ? `e:${canonicalEmail(value)}` : key;
+  return tag === "e:" ? `e:${emailEntity(value)}` : key;
 }
 
 interface Deps {
@@ -71,11 +81,12 @@ interface Deps {
 /**
  * Gives the fraud graph's edges and labels, and e-mail list entries, the keys
  * their entities have now, once per database. Without it, a fraud label on an
- * IPv6 address or an internationalised e-mail given before would no longer be
- * found (labels never age out), and a list entry so spelt could no longer be
- * removed by the value the list shows. Where the new key is there already,
- * the two rows were one entity all along and become one. The velocity
- * counters are left to age out of their windows, within a day.
+ * IPv6 address, an internationalised e-mail or a +tag or Gmail dot spelling of
+ * a mailbox given before would no longer be found (labels never age out), and
+ * a list entry so spelt could no longer be removed by the value the list shows.
+ * Where the new key is there already, the two rows were one entity all along
+ * and become one. The velocity counters are left to age out of their windows,
+ * within a day.
  *
  * Set-based: the graph's rows are moved by two statements per table, not
  * through JavaScript, so memory does not grow with the graph.
@@ -91,7 +102,13 @@ export function rekeyStoredEntities(deps: Deps): void {
   const repairs = new RepairLog(db);
   respellInRepair(deps, repairs, "ipHostRanges");
   respellInRepair(deps, repairs, "ipNat64Addresses");
-  if (repairs.done(REPAIR)) return;
+  for (const stale of STALE_GRAPH_KEYS) rekeyInRepair(deps, repairs, stale);
+}
+
+/** Gives one kind of stale graph keys (and the list entries respelled with them) their keys now, once per database. */
+function rekeyInRepair(deps: Deps, repairs: RepairLog, stale: (typeof STALE_GRAPH_KEYS)[number]): void {
+  const { db } = deps;
+  if (repairs.done(stale.repair)) return;
   // A new installation has nothing to move, and nothing to say.
   const hasGraph = db.prepare("SELECT 1 FROM graph_edges LIMIT 1").get() !== undefined;
   if (hasGraph) deps.logger.log("info", "giving stored entities the keys they have now: a one-time repair, which takes a while on a large fraud graph");
@@ -99,18 +116,18 @@ export function rekeyStoredEntities(deps: Deps): void {
   const changed = { graphEdges: 0, graphLabels: 0, listEntries: 0 };
   db.transaction(() => {
     // Another process starting on the same database may have done it meanwhile.
-    if (repairs.done(REPAIR)) return;
-    changed.graphEdges = rekeyGraphTable(db, "graph_edges", ["account_id", "environment", "entity", "created_at", "decision_id"]);
-    changed.graphLabels = rekeyGraphTable(db, "graph_labels", ["account_id", "environment", "entity", "decision_id"]);
-    changed.listEntries = respellListEntries(deps, "emailDomains");
-    repairs.markDone(REPAIR, deps.clock.now());
+    if (repairs.done(stale.repair)) return;
+    changed.graphEdges = rekeyGraphTable(db, "graph_edges", ["account_id", "environment", "entity", "created_at", "decision_id"], stale.where);
+    changed.graphLabels = rekeyGraphTable(db, "graph_labels", ["account_id", "environment", "entity", "decision_id"], stale.where);
+    if ("listEntries" in stale) changed.listEntries = respellListEntries(deps, stale.listEntries);
+    repairs.markDone(stale.repair, deps.clock.now());
   }).immediate();
   if (changed.graphEdges + changed.graphLabels + changed.listEntries > 0) deps.logger.log("info", "gave stored entities the keys they have now", changed);
 }
 
-/** Moves a graph table's rows from their stale keys to their entities' keys now; the rows moved. */
-function rekeyGraphTable(db: Db, table: "graph_edges" | "graph_labels", columns: readonly string[]): number {
-  const stale = `${STALE_ENTITY} AND ${CURRENT_KEY}(entity) <> entity`;
+/** Moves a graph table's rows whose keys `where` picks from their stale keys to their entities' keys now; the rows moved. */
+function rekeyGraphTable(db: Db, table: "graph_edges" | "graph_labels", columns: readonly string[], where: string): number {
+  const stale = `${where} AND ${CURRENT_KEY}(entity) <> entity`;
   const moved = columns.map((column) => (column === "entity" ? `${CURRENT_KEY}(entity)` : column)).join(", ");
   // The moved rows are stale no more: the DELETE takes only the old ones.
   db.prepare(`INSERT OR IGNORE INTO ${table} SELECT ${moved} FROM ${table} WHERE ${stale}`).run();

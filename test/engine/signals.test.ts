@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import {
   ReferenceData,
   canonicalEmail,
+  canonicalMailbox,
   computeFastSignals,
   computeStoreSignals,
   deviceFingerprint,
@@ -288,6 +289,16 @@ describe("email", () => {
     // IDNA as the URL parser does it would percent-decode: mail knows no such spelling.
     expect(canonicalEmail("jane@ex%41mple.com")).toBe("jane@ex%41mple.com");
     expect(canonicalEmail("jane@bücher%2e.de")).toBe("jane@bücher%2e.de");
+  });
+
+  it("spells each mailbox once: the +tag dropped, and for Gmail the dots and the googlemail.com spelling", () => {
+    for (const email of ["jane.doe+promo1@gmail.com", "jane.doe+promo8@gmail.com", "j.anedoe@gmail.com", " Jane.Doe@GoogleMail.com. "]) {
+      expect(canonicalMailbox(email), email).toBe("janedoe@gmail.com");
+    }
+    // Elsewhere the dots are the mailbox's own; the domain has its one spelling.
+    expect(canonicalMailbox("Jane.Doe+news@XN--MNCHEN-3YA.de")).toBe("jane.doe@münchen.de");
+    // Nothing before or after the @: no mailbox.
+    for (const email of ["jane", "@gmail.com", "jane@", ""]) expect(canonicalMailbox(email), email).toBe("");
   });
 
   it("applies the wildcard list to subdomains", () => {
