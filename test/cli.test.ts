@@ -211,6 +211,33 @@ describe("fraudctl against a running server", () => {
     expect(result.stderr).toMatch(/unknown keys command explode/);
     expect(result.stderr).toMatch(/Usage:/);
   });
+
+  it("answers --help after any command with that command's usage on stdout, exit 0, doing nothing else", async () => {
+    const keysBefore = (await runFraudctl(["keys", "list", "--account", account.account.id, "--json"], env)).stdout;
+    for (const [args, shown, notShown] of [
+      [["keys", "create", "--account", account.account.id, "--env", "live", "--type", "secret", "--help"], /^Usage:\n  fraudctl keys create --account ID/, /keys list|fraudctl serve/],
+      [["accounts", "create", "--help"], /fraudctl accounts create --name NAME/, /accounts list/],
+      [["dlq", "list", "--help"], /fraudctl dlq list --account ID/, /dlq replay/],
+      [["audit", "verify", "--help"], /fraudctl audit verify \[--public-key FILE\]/, /export-key/],
+      // A group: its commands; an unknown command of a group: the group's too.
+      [["keys", "--help"], /keys list[^]*keys create[^]*keys rotate[^]*keys revoke/, /accounts/],
+      [["keys", "explode", "-h"], /keys list[^]*keys revoke/, /accounts/],
+      [["serve", "--help"], /^Usage:\n  fraudctl serve\n$/, /reference/],
+      [["reference", "--help"], /fraudctl reference build/, /serve/],
+      [["help", "consortium", "set"], /fraudctl consortium set --account ID[^]*shares\s+its fraud labels/, /consortium show/],
+      // Nothing it names: the whole text.
+      [["bogus", "--help"], /fraudctl — run and administer[^]*fraudctl serve[^]*consortium disable[^]*Exit codes/, /^$/],
+      [["-h"], /fraudctl — run and administer/, /^$/],
+    ] as const) {
+      const result = await runFraudctl([...args], env);
+      expect(result.code, args.join(" ")).toBe(0);
+      expect(result.stdout, args.join(" ")).toMatch(shown);
+      expect(result.stdout, args.join(" ")).not.toMatch(notShown);
+      expect(result.stderr, args.join(" ")).toBe("");
+    }
+    // `keys create ... --help` created no key.
+    expect((await runFraudctl(["keys", "list", "--account", account.account.id, "--json"], env)).stdout).toBe(keysBefore);
+  }, 60_000);
 });
 
 describe("SIGTERM", () => {
@@ -306,6 +333,8 @@ describe("fraudctl pointed at a data directory that does not exist", () => {
         expect(result.code, args.join(" ")).toBe(2);
         expect(result.stderr).toMatch(message);
       }
+      // Nor does a request for help.
+      expect((await runFraudctl(["accounts", "create", "--name", "First", "--help"], { FRAUD_DATA_DIR: missing })).code).toBe(0);
       expect(fs.existsSync(missing)).toBe(false);
       const created = await runFraudctl(["accounts", "create", "--name", "First", "--json"], { FRAUD_DATA_DIR: missing });
       expect(created.code).toBe(0);

@@ -38,38 +38,61 @@ export interface CliIo {
   err(text: string): void;
 }
 
-const USAGE = `fraudctl — run and administer the fraud decision service
-
-Usage:
-  fraudctl serve
-  fraudctl reference build              compile the reference tables' snapshot
-                                        (npm ci does; FRAUD_REFERENCE_SNAPSHOT_DIR)
-  fraudctl accounts create --name NAME [--decide-rate-limit N] [--json]
-  fraudctl accounts list [--json]
-  fraudctl keys list [--account ID] [--json]
-  fraudctl keys create --account ID --env test|live --type publishable|secret
-                       [--permissions p1,p2] [--name NAME] [--json]
-  fraudctl keys rotate KEY [--json]     KEY is the key itself or its id (key_...)
-  fraudctl keys revoke KEY [--json]
-  fraudctl audit verify [--public-key FILE] [--expected-head SEQ:HASH] [--json]
+/**
+ * Each command's usage as the usage text lists it, its words first: `fraudctl keys create --help` prints the
+ * entries of `keys create`, `fraudctl keys --help` those of `keys`.
+ */
+const COMMAND_USAGE = [
+  `  fraudctl serve`,
+  `  fraudctl reference build              compile the reference tables' snapshot
+                                        (npm ci does; FRAUD_REFERENCE_SNAPSHOT_DIR)`,
+  `  fraudctl accounts create --name NAME [--decide-rate-limit N] [--json]`,
+  `  fraudctl accounts list [--json]`,
+  `  fraudctl keys list [--account ID] [--json]`,
+  `  fraudctl keys create --account ID --env test|live --type publishable|secret
+                       [--permissions p1,p2] [--name NAME] [--json]`,
+  `  fraudctl keys rotate KEY [--json]     KEY is the key itself or its id (key_...)`,
+  `  fraudctl keys revoke KEY [--json]`,
+  `  fraudctl audit verify [--public-key FILE] [--expected-head SEQ:HASH] [--json]
                         exit code 1 when the chain is broken, or a stored policy
-                        differs from what the log recorded of it
-  fraudctl audit export-key             the audit log's Ed25519 public key (PEM)
-  fraudctl dlq list --account ID --env test|live [--limit N] [--offset N] [--json]
-  fraudctl dlq replay ID --account ID --env test|live    ID is dlq_...
-  fraudctl consortium set --account ID --env test|live --key KEY [--url URL --token TOKEN]
+                        differs from what the log recorded of it`,
+  `  fraudctl audit export-key             the audit log's Ed25519 public key (PEM)`,
+  `  fraudctl dlq list --account ID --env test|live [--limit N] [--offset N] [--json]`,
+  `  fraudctl dlq replay ID --account ID --env test|live    ID is dlq_...`,
+  `  fraudctl consortium set --account ID --env test|live --key KEY [--url URL --token TOKEN]
                         join a consortium: KEY is the consortium-wide secret (32+
                         characters); with URL (the hub's ingest endpoint) and TOKEN
                         (this member's credential there) the account also shares
-                        its fraud labels
-  fraudctl consortium show --account ID --env test|live [--json]
-  fraudctl consortium disable --account ID --env test|live
+                        its fraud labels`,
+  `  fraudctl consortium show --account ID --env test|live [--json]`,
+  `  fraudctl consortium disable --account ID --env test|live`,
+];
+
+const USAGE = `fraudctl — run and administer the fraud decision service
+
+Usage:
+${COMMAND_USAGE.join("\n")}
+  fraudctl [COMMAND] --help             this text, or the command's part of it
 
 Exit codes: 0 done; 1 refused or failed (what it names does not exist or cannot be
 done, no database, a broken audit chain); 2 a wrong command line.
 
 Environment: FRAUD_DATA_DIR (default ./data), PORT (8080), HOST (0.0.0.0).
 `;
+
+/**
+ * The usage of the command the words name (`keys create`), else of their group (`keys`), else the whole
+ * text: `keys explode --help` still shows what `keys` takes.
+ */
+function usageOf(words: readonly string[]): string {
+  for (const count of [2, 1]) {
+    if (words.length < count) continue;
+    const named = words.slice(0, count).join(" ");
+    const entries = COMMAND_USAGE.filter((entry) => entry.trim().split(/\s+/).slice(1, 1 + count).join(" ") === named);
+    if (entries.length > 0) return `Usage:\n${entries.join("\n")}\n`;
+  }
+  return USAGE;
+}
 
 /** The command line itself is wrong: exit code 2, with the usage text. */
 class UsageError extends Error {}
@@ -87,6 +110,15 @@ function tenantOption(command: string, values: { account?: string | undefined; e
 
 export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv = process.env, clock: Clock = systemClock): Promise<number> {
   const [group, action, ...rest] = argv;
+  // A request for help wherever it is typed, before anything runs: `keys create ... --help` must neither create
+  // a key nor be refused for an option the command does not take.
+  if (group === "help" || argv.includes("--help") || argv.includes("-h")) {
+    // The command is named by the words before the first option (`help keys create`, `keys create --help`).
+    const words = group === "help" ? argv.slice(1) : argv;
+    const firstOption = words.findIndex((word) => word.startsWith("-"));
+    io.out(usageOf(firstOption === -1 ? words : words.slice(0, firstOption)));
+    return 0;
+  }
   try {
     if (group === "serve") {
       // Its settings come from the environment: an option here (`--port`) would otherwise be ignored in silence.
@@ -97,9 +129,10 @@ export async function runCli(argv: string[], io: CliIo, env: NodeJS.ProcessEnv =
       if (rest.length > 0) throw new UsageError(`reference ${action ?? ""} takes no arguments, got ${rest.join(" ")}`);
       return referenceCommand(action, io, env);
     }
-    if (group === undefined || group === "help" || group === "--help" || group === "-h") {
+    // No command at all is a wrong command line (help was asked for above).
+    if (group === undefined) {
       io.out(USAGE);
-      return group === undefined ? 2 : 0;
+      return 2;
     }
     const command = parseCommand(group, action);
     const config = loadConfig(env);
