@@ -194,6 +194,44 @@ describe("fraudctl against a running server", () => {
     }
   });
 
+  it("answers an argument of the wrong shape as a wrong command line (2, with the usage), whatever the account; what the data refuses with 1", async () => {
+    const id = account.account.id;
+    const key = "k".repeat(40);
+    for (const [args, message] of [
+      // One of --url and --token without the other, a key too short, a URL that is not one.
+      [["consortium", "set", "--account", id, "--env", "live", "--key", key, "--url", "https://hub.example.com/ingest"], /sharing needs both the URL and the token/],
+      [["consortium", "set", "--account", id, "--env", "live", "--key", key, "--token", "t"], /sharing needs both the URL and the token/],
+      [["consortium", "set", "--account", id, "--env", "live", "--key", "short"], /the consortium key must have at least 32 characters/],
+      [["consortium", "set", "--account", "acct_nope", "--env", "live", "--key", "short"], /the consortium key must have at least 32 characters/],
+      [["consortium", "set", "--account", id, "--env", "live", "--key", key, "--url", "not a url", "--token", "t"], /not an absolute URL/],
+      [["consortium", "set", "--account", id, "--env", "live", "--key", key, "--url", "ftp://hub.example.com/ingest", "--token", "t"], /ftp: URLs are not allowed/],
+      // Ids without their kind's prefix, which can name nothing.
+      [["keys", "list", "--account", "nope"], /--account must start with acct_, got "nope"/],
+      [["keys", "create", "--account", "nope", "--env", "live", "--type", "secret"], /--account must start with acct_, got "nope"/],
+      [["dlq", "list", "--account", "nope", "--env", "live"], /--account must start with acct_/],
+      [["dlq", "replay", "foo", "--account", id, "--env", "live"], /ID must start with dlq_, got "foo"/],
+      [["dlq", "replay", "foo", "--account", "acct_nope", "--env", "live"], /ID must start with dlq_, got "foo"/],
+      [["keys", "rotate", "foo"], /KEY must start with key_ or sk_ or pk_, got "foo"/],
+      [["keys", "revoke", "foo"], /KEY must start with key_ or sk_ or pk_, got "foo"/],
+    ] as const) {
+      const result = await runFraudctl([...args], env);
+      expect(result.code, args.join(" ")).toBe(2);
+      expect(result.stderr, args.join(" ")).toMatch(message);
+      expect(result.stderr, args.join(" ")).toMatch(/Usage:/);
+    }
+    for (const [args, message] of [
+      // A URL the address guard refuses (FRAUD_WEBHOOK_ALLOW_PRIVATE is not set), ids of the right shape that name nothing.
+      [["consortium", "set", "--account", id, "--env", "live", "--key", key, "--url", "https://127.0.0.1/ingest", "--token", "t"], /127\.0\.0\.1 is a loopback address/],
+      [["dlq", "replay", "dlq_999999", "--account", id, "--env", "live"], /no dead letter dlq_999999/],
+      [["keys", "revoke", "key_nope"], /no such key/],
+    ] as const) {
+      const result = await runFraudctl([...args], env);
+      expect(result.code, args.join(" ")).toBe(1);
+      expect(result.stderr, args.join(" ")).toMatch(message);
+      expect(result.stderr, args.join(" ")).not.toMatch(/Usage:/);
+    }
+  }, 60_000);
+
   it("stops quietly when the reader of its output goes away (| head)", async () => {
     const child = spawn(process.execPath, [FRAUDCTL, "accounts", "list"], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
     // The pipe's reading end closes before fraudctl writes: its write fails with EPIPE.

@@ -179,11 +179,11 @@ describe("consortium sharing between two installations", () => {
     const shown = await fraudctl(member, ["consortium", "show", "--account", memberMerchant.account.id, "--env", "live", "--json"]);
     expect(JSON.parse(shown)).toEqual({ member: true, sharing: true, shareUrl: `${hub.url}/api/v1/consortium/indicators` });
     expect(shown).not.toContain(CONSORTIUM_KEY);
-    const refused = await runFraudctl(["consortium", "set", "--account", memberMerchant.account.id, "--env", "live", "--key", "short"], { FRAUD_DATA_DIR: member.dataDir });
-    // A value the service refuses, as the API would: exit 1, without the usage text (exit 2 is for a wrong command line).
-    expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain("at least 32 characters");
-    expect(refused.stderr).not.toContain("fraudctl — run and administer");
+    // A key too short is a wrong command line: exit 2, with the usage text.
+    const malformed = await runFraudctl(["consortium", "set", "--account", memberMerchant.account.id, "--env", "live", "--key", "short"], { FRAUD_DATA_DIR: member.dataDir });
+    expect(malformed.code).toBe(2);
+    expect(malformed.stderr).toContain("at least 32 characters");
+    expect(malformed.stderr).toContain("Usage:");
     // The test environment shares with a test key only: its labels must not reach the live consortium.
     const crossed = await runFraudctl(
       ["consortium", "set", "--account", memberMerchant.account.id, "--env", "test", "--key", CONSORTIUM_KEY, "--url", `${hub.url}/api/v1/consortium/indicators`, "--token", memberToken],

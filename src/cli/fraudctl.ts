@@ -25,9 +25,9 @@ import { DATABASE_FILE, openDatabase, type Db } from "../store/database.js";
 import { PolicyRepository } from "../store/policies.js";
 import type { Tenant } from "../store/tenant.js";
 import { Outbox } from "../outbox/outbox.js";
-import { ConsortiumMembership, membershipProblems } from "../consortium/membership.js";
+import { ConsortiumMembership, malformedMembership, membershipProblems } from "../consortium/membership.js";
 import { ConsortiumRepository } from "../store/consortium.js";
-import { ListDeadLettersRequestSchema, ListDeadLettersResponseSchema } from "../../gen/fraud/v1/dead_letter_pb.js";
+import { ListDeadLettersRequestSchema, ListDeadLettersResponseSchema, ReplayDeadLetterRequestSchema } from "../../gen/fraud/v1/dead_letter_pb.js";
 import { validate } from "../../gen/fraud/v1/options_pb.js";
 import { JSON_WRITE_OPTIONS } from "../api/contract.js";
 import { DEFAULT_DEAD_LETTER_PAGE, taskIdOf, toDeadLetter } from "../services/dead-letters.js";
@@ -100,9 +100,26 @@ class UsageError extends Error {}
 /** The command line is right, but what it names does not exist or cannot be done: exit code 1, as a broken audit chain is. */
 class Refusal extends Error {}
 
+/** The prefix of an account's id (ids.ts). */
+const ACCOUNT_ID_PREFIXES = ["acct_"];
+/** What `keys rotate` and `revoke` take: a key's id (ids.ts), or the key itself (keys.ts). */
+const KEY_PREFIXES = ["key_", "sk_", "pk_"];
+/** The prefix the API's ReplayDeadLetterRequest declares of a dead letter's id. */
+const DEAD_LETTER_ID_PREFIXES = getOption(ReplayDeadLetterRequestSchema.field.id, validate).prefix;
+
+/**
+ * An argument that names something by its id, which starts with its kind's prefix: without it the argument can
+ * name nothing, and is a mistyped command line (exit 2), as the API answers such an id 400; `acct_nope` is an
+ * account that does not exist (exit 1).
+ */
+function checkIdPrefix(name: string, value: string, prefixes: readonly string[]): void {
+  if (!prefixes.some((prefix) => value.startsWith(prefix))) throw new UsageError(`${name} must start with ${prefixes.join(" or ")}, got "${value}"`);
+}
+
 /** The account and environment a command works on: --account, which must exist (a typo must not act on, or list, nothing in silence), and --env. */
 function tenantOption(command: string, values: { account?: string | undefined; env?: string | undefined }, accounts: AccountRepository): Tenant {
   if (!values.account) throw new UsageError(`${command} needs --account`);
+  checkIdPrefix("--account", values.account, ACCOUNT_ID_PREFIXES);
   if (values.env !== "test" && values.env !== "live") throw new UsageError("--env must be test or live");
   if (!accounts.get(values.account)) throw new Refusal(`no account ${values.account}`);
   return { accountId: values.account, environment: values.env };
@@ -285,6 +302,7 @@ function accountsCommand(action: Action<"accounts">, args: string[], accounts: A
 function keysCommand(action: Action<"keys">, args: string[], keys: KeyService, accounts: AccountRepository, io: CliIo): number {
   if (action === "list") {
     const { values } = parseArgs({ args, options: { account: { type: "string" }, json: { type: "boolean" } }, strict: true });
+    if (values.account !== undefined) checkIdPrefix("--account", values.account, ACCOUNT_ID_PREFIXES);
     const list = keys.list(values.account).map(describeKey);
     if (values.json) io.out(JSON.stringify({ keys: list }) + "\n");
     else for (const key of list) io.out(`${key.id}  ${key.accountId}  ${key.environment}  ${key.kind}  ${key.key}  ${key.status}\n`);
@@ -333,6 +351,7 @@ function keysCommand(action: Action<"keys">, args: string[], keys: KeyService, a
     const { values, positionals } = parseArgs({ args, options: { json: { type: "boolean" } }, allowPositionals: true, strict: true });
     const target = positionals[0];
     if (!target || positionals.length > 1) throw new UsageError(`keys ${action} takes exactly one KEY`);
+    checkIdPrefix("KEY", target, KEY_PREFIXES);
     if (action === "rotate") {
       const issued = keys.rotate(target);
       printIssued(io, values.json === true, issued.key, issued.record, keys.find(target));
@@ -441,10 +460,21 @@ function dlqCommand(action: Action<"dlq">, args: string[], db: Db, accounts: Acc
   // Paging and --json are list's: `replay --json` would otherwise print text in silence.
   const foreign = Object.keys(values).filter((name) => !DLQ_OPTIONS[action].includes(name));
   if (foreign.length > 0) throw new UsageError(`dlq ${action} does not take ${foreign.map((name) => `--${name}`).join(", ")}`);
-  const tenant = tenantOption(`dlq ${action ?? ""}`.trim(), values, accounts);
   // The CLI only reads and re-queues rows: the server's runner carries the replayed tasks out.
   const outbox = new Outbox(db, clock, silentLogger);
+  if (action === "replay") {
+    const target = positionals[0];
+    if (!target || positionals.length > 1) throw new UsageError("dlq replay takes exactly one ID");
+    // The command line whole before what it names: a wrong one is exit 2 whatever the account.
+    checkIdPrefix("ID", target, DEAD_LETTER_ID_PREFIXES);
+    const tenant = tenantOption("dlq replay", values, accounts);
+    const taskId = taskIdOf(target);
+    if (taskId === undefined || !outbox.replay(tenant, taskId)) throw new Refusal(`no dead letter ${target} in ${tenant.accountId} (${tenant.environment})`);
+    io.out(`${target} queued again\n`);
+    return 0;
+  }
   if (action === "list") {
+    const tenant = tenantOption("dlq list", values, accounts);
     // The bounds the API's ListDeadLettersRequest declares (its validate options; an int32 at most).
     const count = (field: "limit" | "offset", fallback: number) => {
       const rules = getOption(ListDeadLettersRequestSchema.field[field], validate);
@@ -461,14 +491,6 @@ function dlqCommand(action: Action<"dlq">, args: string[], db: Db, accounts: Acc
     if (values.json) io.out(JSON.stringify(page) + "\n");
     else if (letters.length === 0) io.out(`no dead letters in ${tenant.accountId} (${tenant.environment})\n`);
     else for (const letter of letters) io.out(`${letter.id}  ${letter.kind}  ${letter.attempts} attempts  ${letter.failedAt}  ${letter.lastError}\n`);
-    return 0;
-  }
-  if (action === "replay") {
-    const target = positionals[0];
-    if (!target || positionals.length > 1) throw new UsageError("dlq replay takes exactly one ID");
-    const taskId = taskIdOf(target);
-    if (taskId === undefined || !outbox.replay(tenant, taskId)) throw new Refusal(`no dead letter ${target} in ${tenant.accountId} (${tenant.environment})`);
-    io.out(`${target} queued again\n`);
     return 0;
   }
   return handled(action);
@@ -508,19 +530,25 @@ async function consortiumCommand(
   // Each action takes its own options: `show --key x` is a mistake, not a key set in silence.
   const foreign = Object.keys(values).filter((name) => !CONSORTIUM_OPTIONS[action].includes(name));
   if (foreign.length > 0) throw new UsageError(`consortium ${action} does not take ${foreign.map((name) => `--${name}`).join(", ")}`);
-  const tenant = tenantOption(`consortium ${action}`, values, accounts);
   const membership = new ConsortiumMembership(repository, audit, clock);
   if (action === "set") {
     if (values.key === undefined) throw new UsageError("consortium set needs --key KEY, the consortium-wide secret");
     const input = { key: values.key, shareUrl: values.url ?? "", shareToken: values.token ?? "" };
+    // The command line whole before what it names: a wrong one (a key too short, --url without --token or the
+    // reverse, a token no header carries, a URL that is none) is exit 2 whatever the account.
+    const malformed = malformedMembership(input);
+    if (malformed.length > 0) throw new UsageError(malformed.join("; "));
+    const tenant = tenantOption("consortium set", values, accounts);
     const problems = await membershipProblems(input, tenant.environment, { allowPrivate });
-    // Well-formed options whose values the service refuses (a private share URL, a token of the other
-    // environment): a refusal, exit 1, as the API's 400 would be, not a command line to correct by its usage.
+    // Well-formed options whose values the service refuses (a private share URL, a host that does not resolve, a
+    // token of the other environment): a refusal, exit 1, as the API's 400 would be, not a command line to
+    // correct by its usage.
     if (problems.length > 0) throw new Refusal(problems.join("; "));
     membership.set(tenant, actor, input);
     io.out(`${tenant.accountId} (${tenant.environment}) is a consortium member${input.shareUrl ? `, sharing with ${input.shareUrl}` : ", not sharing"}\n`);
     return 0;
   }
+  const tenant = tenantOption(`consortium ${action}`, values, accounts);
   if (action === "show") {
     const settings = repository.settings(tenant);
     const shown = { member: settings !== undefined, sharing: (settings?.shareUrl ?? "") !== "", shareUrl: settings?.shareUrl ?? "" };

@@ -4,7 +4,7 @@ import type { AuditTrail } from "../audit/log.js";
 import type { Clock } from "../clock.js";
 import type { ConsortiumRepository } from "../store/consortium.js";
 import type { Tenant } from "../store/tenant.js";
-import { checkWebhookDestination, type GuardOptions, type Resolver } from "../webhooks/address-guard.js";
+import { MALFORMED_URL_PROBLEMS, checkWebhookDestination, checkWebhookUrl, type GuardOptions, type Resolver } from "../webhooks/address-guard.js";
 import { MIN_CONSORTIUM_KEY_LENGTH } from "./indicators.js";
 
 export interface MembershipInput {
@@ -15,10 +15,11 @@ export interface MembershipInput {
 }
 
 /**
- * Why a membership of an account's environment cannot be saved; empty when it can. The share URL passes the
- * webhook guard as a webhook's does when saved, its host name resolved.
+ * What is wrong with a membership's input by itself, whatever the installation's settings and DNS say: a key too
+ * short, a URL without its token or the reverse, a token no header can carry, a URL that is not one. fraudctl
+ * answers these as a wrong command line.
  */
-export async function membershipProblems(input: MembershipInput, environment: Environment, guard: GuardOptions, resolve?: Resolver): Promise<string[]> {
+export function malformedMembership(input: MembershipInput): string[] {
   const problems: string[] = [];
   if (input.key.length < MIN_CONSORTIUM_KEY_LENGTH) problems.push(`the consortium key must have at least ${MIN_CONSORTIUM_KEY_LENGTH} characters`);
   if ((input.shareUrl === "") !== (input.shareToken === "")) problems.push("sharing needs both the URL and the token");
@@ -26,11 +27,27 @@ export async function membershipProblems(input: MembershipInput, environment: En
   if (input.shareToken !== "" && !/^[\x21-\x7e]{1,512}$/.test(input.shareToken)) {
     problems.push("the token must be 1 to 512 printable ASCII characters without spaces (it is sent as an HTTP header)");
   }
+  if (input.shareUrl !== "") {
+    // The URL's own problems come before its host's, whatever the guard allows.
+    const problem = checkWebhookUrl(input.shareUrl, { allowPrivate: true });
+    if (problem && MALFORMED_URL_PROBLEMS.has(problem.code)) problems.push(`the URL is refused: ${problem.message}`);
+  }
+  return problems;
+}
+
+/**
+ * Why a membership of an account's environment cannot be saved; empty when it can: what is wrong with its input
+ * ({@link malformedMembership}), then what the installation refuses. The share URL passes the webhook guard as a
+ * webhook's does when saved, its host name resolved.
+ */
+export async function membershipProblems(input: MembershipInput, environment: Environment, guard: GuardOptions, resolve?: Resolver): Promise<string[]> {
+  const problems = malformedMembership(input);
   const crossed = crossedEnvironment(input.shareToken, environment);
   if (crossed) problems.push(crossed);
   if (input.shareUrl !== "") {
     const problem = await checkWebhookDestination(input.shareUrl, guard, resolve);
-    if (problem) problems.push(`the URL is refused: ${problem.message}`);
+    // One the URL's text shows is named above already.
+    if (problem && !MALFORMED_URL_PROBLEMS.has(problem.code)) problems.push(`the URL is refused: ${problem.message}`);
   }
   return problems;
 }

@@ -25,6 +25,12 @@ export type WebhookUrlProblemCode =
   | "blocked_address"
   | "unresolvable_host";
 
+/**
+ * The problems the URL's text shows by itself, whatever FRAUD_WEBHOOK_ALLOW_PRIVATE and DNS say (a URL that is
+ * not one, another scheme, credentials, port 0). {@link checkWebhookUrl} reports them before any of its host.
+ */
+export const MALFORMED_URL_PROBLEMS: ReadonlySet<WebhookUrlProblemCode> = new Set(["invalid_url", "unsupported_scheme", "credentials_in_url"]);
+
 export interface WebhookUrlProblem {
   code: WebhookUrlProblemCode;
   message: string;
