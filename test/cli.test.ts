@@ -5,6 +5,7 @@ import net from "node:net";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FRAUDCTL, runFraudctl, startServerProcess, type ServerProcess } from "./helpers/process.js";
+import { AccountRepository } from "../src/store/accounts.js";
 import { openDatabase } from "../src/store/database.js";
 import { tempDir } from "./helpers/server.js";
 
@@ -230,6 +231,43 @@ describe("fraudctl against a running server", () => {
       expect(result.stderr, args.join(" ")).toMatch(message);
       expect(result.stderr, args.join(" ")).not.toMatch(/Usage:/);
     }
+  }, 60_000);
+
+  it("refuses an account or key name that is not one line of at most 200 characters, and prints one stored before escaped", async () => {
+    const forged = "Evil\nacct_0Vd8FU9lhIi82Frm8rJLTK  Demo";
+    for (const args of [
+      ["accounts", "create", "--name", forged],
+      ["keys", "create", "--account", account.account.id, "--env", "live", "--type", "secret", "--name", forged],
+    ]) {
+      const result = await runFraudctl(args, env);
+      expect(result.code, args.join(" ")).toBe(2);
+      expect(result.stderr, args.join(" ")).toMatch(/--name must be one line of text: it holds the control character U\+000A/);
+      expect(result.stderr, args.join(" ")).toMatch(/Usage:/);
+    }
+    for (const [name, message] of [
+      ["Acme\u2028Demo", /line separator U\+2028/],
+      ["Acme\u001b[2J", /control character U\+001B/],
+      ["x".repeat(201), /--name must be at most 200 characters/],
+    ] as const) {
+      const result = await runFraudctl(["keys", "create", "--account", account.account.id, "--env", "live", "--type", "secret", "--name", name], env);
+      expect(result.code, JSON.stringify(name)).toBe(2);
+      expect(result.stderr, JSON.stringify(name)).toMatch(message);
+    }
+    // Characters as the contract counts them: 200 emoji are 200 characters.
+    expect((await runFraudctl(["accounts", "create", "--name", "😀".repeat(200)], env)).code).toBe(0);
+
+    // What an earlier release let `accounts create` store: listed on one line, its name escaped.
+    const db = openDatabase(dataDir);
+    const stored = new AccountRepository(db).create(`${forged}\u2028\u009b31m`, {}, Date.now());
+    db.close();
+    const listed = await runFraudctl(["accounts", "list"], env);
+    expect(listed.code).toBe(0);
+    const { accounts } = JSON.parse((await runFraudctl(["accounts", "list", "--json"], env)).stdout) as { accounts: Array<{ id: string; name: string }> };
+    const lines = listed.stdout.trimEnd().split("\n");
+    // One line per account, each its own id's: no row forged.
+    expect(lines.map((line) => line.split("  ")[0])).toEqual(accounts.map((a) => a.id));
+    expect(lines).toContain(`${stored.id}  "Evil\\nacct_0Vd8FU9lhIi82Frm8rJLTK  Demo\\u2028\\u009b31m"`);
+    expect(accounts.find((a) => a.id === stored.id)?.name).toBe(`${forged}\u2028\u009b31m`);
   }, 60_000);
 
   it("stops quietly when the reader of its output goes away (| head)", async () => {

@@ -52,6 +52,16 @@ export function validateMessage(desc: DescMessage, message: object): Violation[]
   return out;
 }
 
+/**
+ * What a value breaks of one field's rules, described as {@link validateMessage} describes it: for a value that
+ * comes in other than as a request (fraudctl's arguments), held to the contract's rules all the same.
+ */
+export function fieldProblems(field: DescField, value: string): string[] {
+  const out: Violation[] = [];
+  compileFieldRules(field, getOption(field, validate))({ [field.localName]: value }, "", out);
+  return out.map((violation) => violation.description);
+}
+
 function runChecks(desc: DescMessage, message: Fields, prefix: string, out: Violation[]): void {
   for (const check of checksFor(desc)) check(message, prefix, out);
 }
@@ -326,6 +336,9 @@ const CURRENCIES: ReadonlySet<string> = new Set([
   ...["BOV", "CHE", "CHW", "CLF", "COU", "MXV", "USN", "UYI", "UYW"],
 ]);
 
+/** What a single-line string must not hold: control characters, and the line and paragraph separators, which break a line too. */
+export const NOT_IN_A_LINE = /[\p{Cc}\p{Zl}\p{Zp}]/u;
+
 function formatProblem(format: StringFormat, value: string): string | undefined {
   switch (format) {
     case StringFormat.IP:
@@ -343,8 +356,7 @@ function formatProblem(format: StringFormat, value: string): string | undefined 
       return url.protocol === "http:" || url.protocol === "https:" ? undefined : "must be an http or https URL";
     }
     case StringFormat.SINGLE_LINE: {
-      // Control characters, and the line and paragraph separators, which break a line too.
-      const control = /[\p{Cc}\p{Zl}\p{Zp}]/u.exec(value);
+      const control = NOT_IN_A_LINE.exec(value);
       if (control === null) return undefined;
       const kind = /\p{Cc}/u.test(control[0]) ? "control character" : /\p{Zl}/u.test(control[0]) ? "line separator" : "paragraph separator";
       return `must be one line of text: it holds the ${kind} U+${control[0].codePointAt(0)?.toString(16).toUpperCase().padStart(4, "0")}`;

@@ -30,6 +30,8 @@ import { ConsortiumRepository } from "../store/consortium.js";
 import { ListDeadLettersRequestSchema, ListDeadLettersResponseSchema, ReplayDeadLetterRequestSchema } from "../../gen/fraud/v1/dead_letter_pb.js";
 import { validate } from "../../gen/fraud/v1/options_pb.js";
 import { JSON_WRITE_OPTIONS } from "../api/contract.js";
+import { NOT_IN_A_LINE, fieldProblems } from "../api/validation.js";
+import { CreatePolicyRequestSchema } from "../../gen/fraud/v1/policy_pb.js";
 import { DEFAULT_DEAD_LETTER_PAGE, taskIdOf, toDeadLetter } from "../services/dead-letters.js";
 
 /** Where the CLI writes; tests pass their own. */
@@ -253,6 +255,26 @@ function handled(action: never): never {
   throw new Error(`unhandled command ${String(action)}`);
 }
 
+/**
+ * A name given to an account or a key, held to the rules of a policy's name (CreatePolicyRequest.name): one
+ * line, so that no name can forge a row of a listing or send a terminal escape, and at most 200 characters.
+ */
+function checkName(value: string): void {
+  const problems = fieldProblems(CreatePolicyRequestSchema.field.name, value);
+  if (problems.length > 0) throw new UsageError(`--name ${problems.join(", ")}`);
+}
+
+/**
+ * A stored name as a listing prints it. One an earlier release let in with a line break or a control character
+ * would forge a row, or reach the terminal as an escape: such a name is printed as a JSON string, those
+ * characters escaped (`"Evil\nacct_..."`), where every other name is printed as it is.
+ */
+function shownName(name: string): string {
+  if (!NOT_IN_A_LINE.test(name)) return name;
+  // JSON.stringify escapes the C0 controls but leaves the C1 controls and the separators as they are.
+  return JSON.stringify(name).replace(new RegExp(NOT_IN_A_LINE, "gu"), (character) => `\\u${character.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}
+
 /** `accounts create`'s arguments, checked (also before a new data directory is started for it). */
 function accountCreation(args: string[]): { name: string; overrides: Record<string, number>; json: boolean } {
   const { values } = parseArgs({
@@ -261,6 +283,7 @@ function accountCreation(args: string[]): { name: string; overrides: Record<stri
     strict: true,
   });
   if (!values.name) throw new UsageError("accounts create needs --name");
+  checkName(values.name);
   const overrides: Record<string, number> = {};
   if (values["decide-rate-limit"] !== undefined) overrides.decide = wholeNumberOption("decide-rate-limit", values["decide-rate-limit"], 1, INT32_MAX);
   return { name: values.name, overrides, json: values.json ?? false };
@@ -293,7 +316,7 @@ function accountsCommand(action: Action<"accounts">, args: string[], accounts: A
     // Times as ISO 8601, like keys list and the API.
     const list = accounts.list().map((account) => ({ ...account, createdAt: new Date(account.createdAt).toISOString() }));
     if (values.json) io.out(JSON.stringify({ accounts: list }) + "\n");
-    else for (const account of list) io.out(`${account.id}  ${account.name}\n`);
+    else for (const account of list) io.out(`${account.id}  ${shownName(account.name)}\n`);
     return 0;
   }
   return handled(action);
@@ -323,6 +346,8 @@ function keysCommand(action: Action<"keys">, args: string[], keys: KeyService, a
     });
     // The command line is checked whole before what it names: a wrong one is exit 2 whatever the account.
     if (values.type !== "publishable" && values.type !== "secret") throw new UsageError("--type must be publishable or secret");
+    // An empty name is none, as when --name is left out.
+    if (values.name) checkName(values.name);
     let permissions: Permission[] | undefined;
     if (values.permissions !== undefined) {
       const requested = [...new Set(values.permissions.split(",").map((p) => p.trim()).filter(Boolean))];
