@@ -133,6 +133,19 @@ describe("fraudctl against a running server", () => {
     expect(text.stdout).toContain(`${account.account.id}  `);
   });
 
+  it("prints a created account or key with the fields its list entry has, the key itself in place of its last 4 characters", async () => {
+    const accountCreated = await runFraudctl(["accounts", "create", "--name", "Listed", "--json"], env);
+    const { account: newAccount } = JSON.parse(accountCreated.stdout) as { account: { id: string } };
+    const { accounts } = JSON.parse((await runFraudctl(["accounts", "list", "--json"], env)).stdout) as { accounts: Array<{ id: string }> };
+    expect(newAccount).toEqual(accounts.find((a) => a.id === newAccount.id));
+
+    const keyCreated = await runFraudctl(["keys", "create", "--account", newAccount.id, "--env", "live", "--type", "secret", "--permissions", "cases:read", "--name", "member X", "--json"], env);
+    const { key, ...created } = JSON.parse(keyCreated.stdout) as { id: string; key: string };
+    expect(created).toMatchObject({ permissions: ["cases:read"], name: "member X" });
+    const { keys } = JSON.parse((await runFraudctl(["keys", "list", "--account", newAccount.id, "--json"], env)).stdout) as { keys: Array<{ id: string }> };
+    expect(keys.find((k) => k.id === created.id)).toEqual({ ...created, key: `…${key.slice(-4)}` });
+  });
+
   it("names an unknown account instead of listing no keys for it, or acting on nothing", async () => {
     const result = await runFraudctl(["keys", "list", "--account", "acct_nope"], env);
     expect(result.code).toBe(1);

@@ -17,7 +17,7 @@ import { loadConfig, parseDecimalInteger } from "../config.js";
 import { keyHint, silentLogger } from "../log.js";
 import { ReferenceData } from "../engine/index.js";
 import { buildApp } from "../server/app.js";
-import { AccountRepository } from "../store/accounts.js";
+import { AccountRepository, type Account } from "../store/accounts.js";
 import type { ApiKeyRecord } from "../store/api-keys.js";
 import { ApiKeyRepository } from "../store/api-keys.js";
 import { SqliteAuditStore } from "../store/audit.js";
@@ -301,7 +301,7 @@ function accountsCommand(action: Action<"accounts">, args: string[], accounts: A
     const values = accountCreation(args);
     const created = keys.createAccount(values.name, values.overrides);
     if (values.json) {
-      io.out(JSON.stringify({ account: { id: created.account.id, name: created.account.name, rateLimitOverrides: created.account.rateLimitOverrides }, keys: created.keys }) + "\n");
+      io.out(JSON.stringify({ account: describeAccount(created.account), keys: created.keys }) + "\n");
     } else {
       io.out(`account ${created.account.id} (${created.account.name})\n`);
       for (const environment of ["test", "live"] as const) {
@@ -313,8 +313,7 @@ function accountsCommand(action: Action<"accounts">, args: string[], accounts: A
   }
   if (action === "list") {
     const { values } = parseArgs({ args, options: { json: { type: "boolean" } }, strict: true });
-    // Times as ISO 8601, like keys list and the API.
-    const list = accounts.list().map((account) => ({ ...account, createdAt: new Date(account.createdAt).toISOString() }));
+    const list = accounts.list().map(describeAccount);
     if (values.json) io.out(JSON.stringify({ accounts: list }) + "\n");
     else for (const account of list) io.out(`${account.id}  ${shownName(account.name)}\n`);
     return 0;
@@ -594,11 +593,17 @@ function printIssued(io: CliIo, json: boolean, key: string, record: ApiKeyRecord
     oldKeyValidUntil: new Date(replaced.expiresAt ?? 0).toISOString(),
   };
   if (json) {
-    io.out(JSON.stringify({ key, id: record.id, accountId: record.accountId, environment: record.environment, kind: record.kind, ...rotation }) + "\n");
+    // The fields keys list shows of it, with the key itself where the list has its last 4 characters.
+    io.out(JSON.stringify({ ...describeKey(record), key, ...rotation }) + "\n");
     return;
   }
   io.out(`${record.id}: ${key}\n(shown only once; store it now)\n`);
   if (rotation) io.out(`the old key ${rotation.replaces} keeps working until ${rotation.oldKeyValidUntil}\n`);
+}
+
+/** An account as the CLI shows it, created or listed; times in ISO 8601, like keys' and the API's. */
+function describeAccount(account: Account) {
+  return { ...account, createdAt: new Date(account.createdAt).toISOString() };
 }
 
 /** A key as the CLI shows it: never the key itself, only its last 4 characters. */
