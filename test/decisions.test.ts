@@ -401,6 +401,12 @@ describe("POST /api/v1/analyze", () => {
     expect(bobEmpty.body.visitorId).toBe(bob.body.visitorId);
     expect([aliceEmpty.body.signalCoverage, bobEmpty.body.signalCoverage]).toEqual([alice.body.signalCoverage, bob.body.signalCoverage]);
     expect(alice.body.signalCoverage).toBe("partial");
+    // Nor does a device object that names no hardware (only webdriver, or a time zone): millions share it.
+    for (const device of [{ webdriver: false }, { timezone: "Europe/London", languages: ["en-GB"] }]) {
+      const here = await analyze(acme.keys.test.secret, { ...browser, ip: "81.2.69.160", device });
+      const there = await analyze(acme.keys.test.secret, { ...browser, ip: "81.2.69.161", device });
+      expect(there.body.visitorId, JSON.stringify(device)).not.toBe(here.body.visitorId);
+    }
     // A caller's own device id wins over both.
     const byId = await analyze(acme.keys.test.secret, { ...browser, deviceId: "dev_alice", ip: "81.2.69.160" });
     const byIdElsewhere = await analyze(acme.keys.test.secret, { ...browser, deviceId: "dev_alice", ip: "81.2.69.99" });
@@ -418,6 +424,17 @@ describe("POST /api/v1/analyze", () => {
     expect(listed.body).toMatchObject({ decision: "deny", hasElevatedRisk: true, riskReasons: expect.arrayContaining(["DENYLISTED"]) });
     const other = await analyze(key, { userId: "trent", action: "login", ip: UK_IP, ...HUMAN_DESKTOP });
     expect(other.body).toMatchObject({ decision: "allow", riskReasons: [] });
+  });
+
+  it("keeps a visitor id the browser SDK sends back as its deviceId, instead of keying it into another", async () => {
+    const first = await analyze(acme.keys.test.secret, { action: "login", ip: UK_IP, ...HUMAN_DESKTOP });
+    const echoed = await analyze(acme.keys.test.secret, { action: "login", ip: "81.2.69.170", ...HUMAN_DESKTOP, deviceId: first.body.visitorId });
+    const again = await analyze(acme.keys.test.secret, { action: "login", ip: UK_IP, ...HUMAN_DESKTOP, deviceId: echoed.body.visitorId });
+    expect([echoed.body.visitorId, again.body.visitorId]).toEqual([first.body.visitorId, first.body.visitorId]);
+    // Any other device id is keyed, as before: what looks almost like a visitor id is not one.
+    const other = await analyze(acme.keys.test.secret, { action: "login", ip: UK_IP, ...HUMAN_DESKTOP, deviceId: `${first.body.visitorId}0` });
+    expect(other.body.visitorId).toMatch(/^vis_[0-9a-f]{24}$/);
+    expect(other.body.visitorId).not.toBe(first.body.visitorId);
   });
 
   it("gives the same device unrelated ids in the test and live environments", async () => {

@@ -56,8 +56,19 @@ export function deviceFingerprint(device: DeviceInput | undefined, userAgent: st
  */
 export function visitorKey(deviceId: string, device: DeviceInput | undefined, fingerprint: DeviceFingerprint, ip: string): string {
   if (deviceId !== "") return `device:${deviceId}`;
-  if (hasDeviceData(device)) return `fingerprint:${fingerprint.canonical}`;
+  if (describesHardware(device)) return `fingerprint:${fingerprint.canonical}`;
   return `fingerprint:${fingerprint.canonical}|network:${clientNetwork(ip)}`;
+}
+
+/**
+ * Whether a device object tells the hardware apart (its GPU, screen, cores or memory): one that holds only
+ * a time zone, languages or `webdriver: false` adds to the user agent what millions of visitors share, so the
+ * client's network must still be added.
+ */
+function describesHardware(device: DeviceInput | undefined): boolean {
+  if (!hasDeviceData(device)) return false;
+  const { screen } = device;
+  return Boolean(device.webglRenderer) || (screen !== undefined && screen.width > 0 && screen.height > 0) || device.hardwareConcurrency !== undefined || device.deviceMemory !== undefined;
 }
 
 /**
@@ -67,11 +78,14 @@ export function visitorKey(deviceId: string, device: DeviceInput | undefined, fi
  * SCREEN_TOLERANCE of a common screen edge is taken as that edge; any other
  * is rounded to a multiple of SCREEN_STEP. Real screens differ by far more.
  * No two common edges here are within 2 × SCREEN_TOLERANCE of each other.
+ * The scaled defaults of Apple's laptops (1470 × 956 and 1710 × 1107 at 2×:
+ * 2940 and 3420 wide) are among them: each falls halfway between two
+ * multiples of SCREEN_STEP, where a pixel of rounding would flip it.
  */
 const COMMON_SCREEN_EDGES = [
   640, 720, 750, 768, 800, 828, 864, 900, 960, 1024, 1050, 1080, 1125, 1136, 1152, 1170, 1179, 1200, 1242, 1280, 1290, 1334,
   1366, 1440, 1536, 1600, 1620, 1664, 1680, 1800, 1920, 1964, 2048, 2160, 2208, 2224, 2256, 2340, 2388, 2400, 2436, 2532,
-  2560, 2688, 2732, 2778, 2796, 2880, 3024, 3200, 3456, 3840, 4096, 5120,
+  2560, 2688, 2732, 2778, 2796, 2880, 2940, 3024, 3200, 3420, 3456, 3840, 4096, 5120,
 ];
 const SCREEN_TOLERANCE = 4;
 const SCREEN_STEP = 8;

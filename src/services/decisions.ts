@@ -102,6 +102,9 @@ function onDenyList(policies: TenantPolicies, entities: DecisionEntities): boole
   });
 }
 
+/** A visitor id as analyze gives it: `vis_` and 24 hexadecimal digits of a keyed hash. */
+const VISITOR_ID = /^vis_[0-9a-f]{24}$/;
+
 /** How long analyze keeps its per-visitor state. */
 const ANALYZE_STATE_TTL_MS = 24 * 60 * 60 * 1000;
 const IDEMPOTENCY_KEY_MAX = 255;
@@ -337,8 +340,12 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       const decision = evaluation?.decision ?? decideFromScore(score);
       const reasons = evaluation === undefined ? outcome.reasons : decisionReasons(outcome.reasons, evaluation);
       const fingerprint = deviceFingerprint(request.device, request.userAgent);
-      // Keyed per account and environment: the same device has unrelated ids in test and live.
-      const visitorId = `vis_${keyedId(tenant.accountId, `visitor:${tenant.environment}`, visitorKey(request.deviceId, request.device, fingerprint, ip))}`;
+      // Keyed per account and environment: the same device has unrelated ids in test and live. A visitor id
+      // sent back as the deviceId (the browser SDK fills deviceId from the visitor id it was given) is the
+      // visitor's own id, kept: keyed again, it would be another id on every call.
+      const visitorId = VISITOR_ID.test(request.deviceId)
+        ? request.deviceId
+        : `vis_${keyedId(tenant.accountId, `visitor:${tenant.environment}`, visitorKey(request.deviceId, request.device, fingerprint, ip))}`;
       const riskLevel = riskLevelFromScore(score);
       const decisionId = newId("dec");
       deps.analyzeState.put(tenant, `visitor:${visitorId}`, { lastDecisionId: decisionId, riskLevel, score, at: now }, now + ANALYZE_STATE_TTL_MS);

@@ -527,7 +527,8 @@ describe("deviceFingerprint", () => {
         { ...desktop.device, screen: { width: whole(width / ratio), height: whole(height / ratio), colorDepth: 24, pixelRatio: ratio } },
         USER_AGENTS.windowsChrome,
       ).deviceHash;
-    const screens = [[1366, 768], [1280, 720], [1600, 900], [1440, 900], [1920, 1080], [1536, 864], [2560, 1440], [2880, 1800], [3024, 1964], [3840, 2160]] as const;
+    // The 13-inch MacBook Air's scaled default (1470 × 956 at 2×) is 2940 wide, halfway between two multiples of 8.
+    const screens = [[1366, 768], [1280, 720], [1600, 900], [1440, 900], [1920, 1080], [1536, 864], [2560, 1440], [2880, 1800], [2940, 1912], [3024, 1964], [3840, 2160]] as const;
     for (const [width, height] of screens) {
       for (const scaling of [1, 1.25, 1.5, 2]) {
         for (const zoom of [0.67, 0.8, 0.9, 1.1, 1.25, 1.5, 1.75, 2, 3]) {
