@@ -30,6 +30,13 @@ const MAX_BUFFERED_BYTES = 1 << 20;
 /** How often connections are pinged; one that has not answered the previous ping is dropped. */
 const HEARTBEAT_MS = 30_000;
 
+/**
+ * Connections one endpoint may have open at once (its handshakes under way included). Every event is sent
+ * to each: without a bound, one holder of a secret key could open connections until the server's memory,
+ * and its work per event, ran out. A consumer runs a few replicas, not dozens.
+ */
+export const MAX_STREAMS_PER_ENDPOINT = 32;
+
 /** An open connection, with the key it connected with (checked again before every message). */
 interface StreamClient {
   socket: WebSocket;
@@ -83,6 +90,8 @@ export class EventStream {
   private readonly server = new WebSocketServer({ noServer: true, maxPayload: 4096 });
   /** Open connections by endpoint id (ids are unique across tenants). */
   private readonly clients = new Map<string, Set<StreamClient>>();
+  /** Handshakes under way by endpoint id: they count against MAX_STREAMS_PER_ENDPOINT as open connections do. */
+  private readonly opening = new Map<string, number>();
   private readonly heartbeat: NodeJS.Timeout;
   /** Upgrades handed to ws and not yet switched: their calls, and how each is settled (ws's refusals come as wsClientError). */
   private readonly handshakes = new WeakMap<Duplex, { context: CallContext; settle: (outcome: UpgradeOutcome) => void }>();
@@ -156,15 +165,38 @@ export class EventStream {
     if (endpoint.status !== "enabled") {
       return refuse(socket, context, apiError("CONFLICT", `the websocket endpoint ${endpoint.id} is disabled: enable it to stream its events`), principal);
     }
+    const open = (this.clients.get(endpoint.id)?.size ?? 0) + (this.opening.get(endpoint.id) ?? 0);
+    if (open >= MAX_STREAMS_PER_ENDPOINT) {
+      return refuse(
+        socket,
+        context,
+        apiError("CONFLICT", `the websocket endpoint ${endpoint.id} has ${MAX_STREAMS_PER_ENDPOINT} connections open, the most allowed: close one, or stream through another endpoint`),
+        principal,
+      );
+    }
+    this.opening.set(endpoint.id, (this.opening.get(endpoint.id) ?? 0) + 1);
+    let counted = true;
+    // Once, however the handshake ends (switched, refused by ws, or the client gone).
+    const opened = () => {
+      if (!counted) return;
+      counted = false;
+      const left = (this.opening.get(endpoint.id) ?? 1) - 1;
+      if (left > 0) this.opening.set(endpoint.id, left);
+      else this.opening.delete(endpoint.id);
+    };
     // Settled when ws has switched protocols, or refused what it checks beyond the above (a malformed
     // subprotocol or extension header: wsClientError), or the client left first.
     return new Promise<UpgradeOutcome>((resolve) => {
-      const left = () => resolve({ status: CLIENT_CLOSED_REQUEST, code: "CANCELED", principal });
+      const left = () => {
+        opened();
+        resolve({ status: CLIENT_CLOSED_REQUEST, code: "CANCELED", principal });
+      };
       socket.once("close", left);
       this.handshakes.set(socket, {
         context,
         settle: (outcome) => {
           socket.off("close", left);
+          opened();
           resolve({ ...outcome, principal });
         },
       });

@@ -4,7 +4,7 @@ import http from "node:http";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import type { StreamMessage } from "../../src/webhooks/stream.js";
+import { MAX_STREAMS_PER_ENDPOINT, type StreamMessage } from "../../src/webhooks/stream.js";
 import type { WebhookEvent } from "../../src/webhooks/events.js";
 import { ManualClock } from "../helpers/clock.js";
 import { UK_IP, HUMAN_DESKTOP, botAttack } from "../helpers/inputs.js";
@@ -62,6 +62,37 @@ async function decide(key = keys.test.secret, target = server): Promise<void> {
   });
   expect(res.status).toBe(200);
 }
+
+describe("WebSocket connections that should not open", () => {
+  it("refuses a connection past the endpoint's limit with 409, and takes one again once another has closed", async () => {
+    const endpoint = await createStreamEndpoint(keys.test.secret, ["decision.allow"]);
+    const headers = { "x-api-key": keys.test.secret };
+    // Opened at once, so that handshakes under way count as open connections do.
+    const opened = await Promise.all(Array.from({ length: MAX_STREAMS_PER_ENDPOINT }, () => connect(`?endpoint=${endpoint.id}`, headers)));
+    const sockets = opened.map((result) => {
+      if (!("socket" in result)) throw new Error(`refused ${result.refused}`);
+      return result.socket;
+    });
+    expect(await connect(`?endpoint=${endpoint.id}`, headers)).toEqual({ refused: 409 });
+    // Another endpoint of the account has a limit of its own.
+    const other = await createStreamEndpoint(keys.test.secret, ["decision.allow"]);
+    const elsewhere = await connect(`?endpoint=${other.id}`, headers);
+    expect("socket" in elsewhere).toBe(true);
+    if ("socket" in elsewhere) elsewhere.socket.close();
+
+    const first = sockets[0] as WebSocket;
+    await new Promise((resolve) => {
+      first.once("close", resolve);
+      first.close();
+    });
+    await expect.poll(async () => {
+      const again = await connect(`?endpoint=${endpoint.id}`, headers);
+      if ("socket" in again) again.socket.close();
+      return "socket" in again;
+    }).toBe(true);
+    for (const socket of sockets) socket.close();
+  });
+});
 
 describe("WebSocket connections that should end", () => {
   it("closes the stream of a key revoked since it connected, before sending it anything more", async () => {
