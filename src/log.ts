@@ -21,7 +21,13 @@ function bufferedStdout(): LogSink {
   const flush = () => {
     const text = pending.join("\n") + "\n";
     pending = [];
-    process.stdout.write(text);
+    try {
+      process.stdout.write(text);
+    } catch (error) {
+      // Standard output redirected to a file writes synchronously, and a full disk throws here rather than
+      // failing the stream: reported as the stream's error, which fraudctl's listener says once (the lines are lost).
+      process.stdout.emit("error", error);
+    }
   };
   process.once("exit", () => {
     if (pending.length > 0) flush();

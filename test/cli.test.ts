@@ -548,3 +548,37 @@ describe("fraudctl reference build", () => {
     }
   }, 30_000);
 });
+
+describe("standard output that cannot be written (a log file on a full disk)", () => {
+  it.skipIf(!fs.existsSync("/dev/full"))("keeps the server answering, says so once on stderr, and ends a command with exit 1", async () => {
+    const port = await new Promise<number>((resolve) => {
+      const probe = net.createServer().listen(0, "127.0.0.1", () => {
+        const { port: free } = probe.address() as net.AddressInfo;
+        probe.close(() => resolve(free));
+      });
+    });
+    const full = fs.openSync("/dev/full", "w");
+    const fullEnv = { FRAUD_DATA_DIR: tempDir() };
+    try {
+      const child = spawn(process.execPath, [FRAUDCTL, "serve"], { env: { ...process.env, ...fullEnv, PORT: String(port), HOST: "127.0.0.1" }, stdio: ["ignore", full, "pipe"] });
+      let stderr = "";
+      child.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+      const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+      // Every request logs a line, and every line is lost: the server answers all the same.
+      await expect.poll(async () => (await fetch(`http://127.0.0.1:${port}/api/health`).catch(() => undefined))?.status, { timeout: 15_000 }).toBe(200);
+      for (let i = 0; i < 20; i++) expect((await fetch(`http://127.0.0.1:${port}/api/v1/status?public=true`)).status).toBe(200);
+      child.kill("SIGTERM");
+      expect(await exited).toBe(1);
+      expect(stderr.match(/cannot write to standard output/g)).toHaveLength(1);
+
+      const listed = spawn(process.execPath, [FRAUDCTL, "accounts", "list"], { env: { ...process.env, ...fullEnv }, stdio: ["ignore", full, "pipe"] });
+      let listedErr = "";
+      listed.stderr?.on("data", (chunk: Buffer) => (listedErr += chunk.toString()));
+      expect(await new Promise((resolve) => listed.on("exit", resolve))).toBe(1);
+      expect(listedErr).toMatch(/ENOSPC|cannot write to standard output/);
+    } finally {
+      fs.closeSync(full);
+      fs.rmSync(fullEnv.FRAUD_DATA_DIR, { recursive: true, force: true });
+    }
+  });
+});

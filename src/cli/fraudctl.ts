@@ -698,15 +698,23 @@ async function serve(io: CliIo, env: NodeJS.ProcessEnv): Promise<number> {
 /** Entry point of the `fraudctl` bin. */
 export async function main(): Promise<void> {
   // A reader that stopped early (`fraudctl audit verify | head -1`) closes the pipe: what is left to print
-  // has no reader, which is no failure of the command's.
+  // has no reader, which is no failure of the command's. Output that cannot be written otherwise (a log file on
+  // a full disk) is said once on stderr, and the exit code is 1 however the command ended; a server keeps
+  // serving without its log lines rather than stop answering, its health saying whatever else the disk breaks.
+  let outputLost = false;
   process.stdout.on("error", (error: NodeJS.ErrnoException) => {
-    if (error.code !== "EPIPE") throw error;
+    if (error.code === "EPIPE" || outputLost) return;
+    outputLost = true;
+    process.exitCode = 1;
+    process.stderr.write(`fraudctl: cannot write to standard output (${error.message}); what is left to print is lost\n`);
   });
   const io: CliIo = { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t) };
+  let exitCode: number;
   try {
-    process.exitCode = await runCli(process.argv.slice(2), io);
+    exitCode = await runCli(process.argv.slice(2), io);
   } catch (error) {
     io.err(`fraudctl: ${error instanceof Error ? error.message : String(error)}\n`);
-    process.exitCode = 1;
+    exitCode = 1;
   }
+  process.exitCode = outputLost ? Math.max(exitCode, 1) : exitCode;
 }

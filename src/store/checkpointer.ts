@@ -1,4 +1,5 @@
 import path from "node:path";
+import { inspect } from "node:util";
 import { Worker } from "node:worker_threads";
 import type { Logger } from "../log.js";
 import { DATABASE_FILE, type Db } from "./database.js";
@@ -49,7 +50,11 @@ export class Checkpointer {
     });
     // Without this listener a failing thread would take the process down. Without checkpoints the WAL only
     // grows until the next start, which checkpoints it: worth an error in the log, not an outage.
-    this.worker.on("error", (error) => logger.log("error", "the WAL checkpointer thread failed; checkpoints stop until restart", { error: String(error) }));
+    // What a worker throws reaches here as it was cloned: an Error, or a plain object (String() would say
+    // "[object Object]"), which inspect() shows whole.
+    this.worker.on("error", (error: unknown) =>
+      logger.log("error", "the WAL checkpointer thread failed; checkpoints stop until restart", { error: error instanceof Error ? (error.stack ?? error.message) : inspect(error) }),
+    );
     this.exited = new Promise((resolve) => this.worker.once("exit", () => resolve()));
   }
 
