@@ -468,6 +468,8 @@ describe("POST /api/v1/analyze", () => {
     expect((server.app.db.prepare("SELECT COUNT(*) AS n FROM decisions").get() as { n: number }).n).toBe(before);
     const res = await fetch(`${server.url}/api/v1/decisions/${body.decisionId}`, { headers: { "x-api-key": acme.keys.test.secret } });
     expect(res.status).toBe(404);
+    // Its decisionId identifies it in the logs: its request line names it.
+    await expect.poll(() => server.logs.find((line) => line.includes('"msg":"request"') && line.includes(`"decisionId":"${body.decisionId}"`))).toMatch(/"route":"POST \/api\/v1\/analyze"/);
   });
 });
 

@@ -18,6 +18,8 @@ export interface CallContext {
   protocol: Protocol;
   /** Set when a valid key was presented (admitCaller). */
   principal?: Principal;
+  /** The dec_ id of the decision a decide or an analyze made: its log line names it, so that one leads to the other. */
+  decisionId?: string;
   /** Set once the caller was let through (admitCaller): the transport asked before reading the body. */
   admitted?: true;
   /** Set when the call failed, so the REST gateway and metrics see the real error. */

@@ -626,6 +626,7 @@ export class Dispatcher {
       code,
       latencyMs: Math.round(durationMs * 1000) / 1000,
       clientIp: context.clientIp,
+      ...(context.decisionId !== undefined && { decisionId: context.decisionId }),
       ...(context.principal && {
         account: context.principal.accountId,
         environment: context.principal.environment,

@@ -221,6 +221,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       const denylisted = onDenyList(policies, entities);
       // Counted in flight until it is stored: the decides sent with it see it in their velocity and users.
       const decisionId = newId("dec");
+      callContext(ctx.values).decisionId = decisionId;
       // The entities' keys in the store, once: the in-flight count, the engine's reads and the writer use them.
       const keys = entityKeysByKind(entities);
       const admitted = deps.inFlight.admit({ tenant, keys, userId: entities.userId, decisionId, idempotencyKey });
@@ -348,6 +349,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
         : `vis_${keyedId(tenant.accountId, `visitor:${tenant.environment}`, visitorKey(request.deviceId, request.device, fingerprint, ip))}`;
       const riskLevel = riskLevelFromScore(score);
       const decisionId = newId("dec");
+      callContext(ctx.values).decisionId = decisionId;
       deps.analyzeState.put(tenant, `visitor:${visitorId}`, { lastDecisionId: decisionId, riskLevel, score, at: now }, now + ANALYZE_STATE_TTL_MS);
       return {
         decision,
