@@ -9,7 +9,7 @@ const call = (durationMs: number): RequestObservation => ({
   clientError: false,
   durationMs,
   component: "API Node",
-  diagnostic: false,
+  inStatusReport: true,
 });
 
 describe("the status report's latency percentiles", () => {

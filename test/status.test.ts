@@ -49,6 +49,7 @@ describe("GET /api/v1/status", () => {
 
   it("adds per-component latency and request counts for a secret key, from real counters", async () => {
     await fetch(`${server.url}/api/v1/cases`, { headers: { "x-api-key": keys.test.secret } });
+    await fetch(`${server.url}/api/v1/policies`, { headers: { "x-api-key": keys.test.secret } });
     const { body } = await status("", keys.test.secret);
     const edge = body.data.components.find((c) => c.name === "API Edge");
     expect(edge?.metrics?.requestCount).toBeGreaterThanOrEqual(2);
@@ -143,8 +144,8 @@ describe("a backlog of background tasks", () => {
       expect(after.uptime).toBe("100.00%");
       const edge = after.components.find((c) => c.name === "API Edge");
       expect(edge?.status).toBe("operational");
-      // The status calls themselves count; the probes do not.
-      expect(edge?.metrics?.requestCount).toBe(before + 1);
+      // Neither the probes nor the status calls themselves count.
+      expect(edge?.metrics?.requestCount).toBe(before);
       expect(edge?.metrics?.failureCount).toBe(0);
       const metrics = await (await fetch(`${backlogged.url}/api/metrics`)).text();
       expect(metrics).toMatch(/fraud_requests_total\{route="\/api\/health\/ready",protocol="rest",outcome="success",code="NOT_READY"\} 20/);
@@ -196,6 +197,20 @@ describe("a store that reads but refuses every write", () => {
       clock.advance(-3_600_000);
       expect(await ready()).toBe(200);
       clock.advance(3_600_000);
+
+      // Two decides of two failed: API Node is an outage, and uptime says so. Neither a keyless client's
+      // refused calls, nor unknown paths, nor the status report's own polls, can make up for that.
+      const report = async () => ((await (await fetch(`${failing.url}/api/v1/status`, { headers: { "x-api-key": own.test.secret } })).json()) as StatusBody).data;
+      const hidden = await report();
+      expect(hidden.components.find((c) => c.name === "API Node")?.status).toBe("outage");
+      for (let i = 0; i < 60; i++) {
+        await fetch(`${failing.url}/api/v1/decide`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": "sk_live_not_a_key_at_all_0000" }, body: "{}" });
+        await fetch(`${failing.url}/api/v1/no-such-endpoint/${i}`);
+        await fetch(`${failing.url}/api/v1/status?public=true`);
+      }
+      const after = await report();
+      expect(after.uptime).toBe(hidden.uptime);
+      expect(after.components.map((c) => [c.name, c.status])).toEqual(hidden.components.map((c) => [c.name, c.status]));
 
       // The store takes writes again: the first decide stored clears it at once.
       db.exec("DROP TRIGGER disk_full");

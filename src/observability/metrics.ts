@@ -16,11 +16,13 @@ export interface RequestObservation {
   /** The component that served the call besides the edge, if any. */
   component: ComponentName | undefined;
   /**
-   * A probe, scrape or tool's call (/api/health, /api/metrics, gRPC health and reflection): counted in the
-   * request totals, not in the components' windows or uptime, which say how the service answers its users,
-   * whatever a balancer polls.
+   * Whether the call counts in the components' windows and uptime, which say how the service answers its
+   * users: every server error does; otherwise not a probe's, scrape's or tool's call (/api/health,
+   * /api/metrics, gRPC health and reflection, the status report itself, which monitors poll), nor a call
+   * refused before it was let in (no key, an unknown path), which a keyless client could send by the
+   * thousand to hide an outage. All are counted in the request totals.
    */
-  diagnostic: boolean;
+  inStatusReport: boolean;
 }
 
 export interface ComponentCounters {
@@ -110,7 +112,7 @@ export class Metrics {
     histogram.sum += seconds;
     histogram.count++;
 
-    if (observation.diagnostic) return;
+    if (!observation.inStatusReport) return;
     this.window("API Edge").record(observation.durationMs, observation.serverError);
     if (observation.component) this.window(observation.component).record(observation.durationMs, observation.serverError);
   }

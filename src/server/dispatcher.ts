@@ -617,7 +617,8 @@ export class Dispatcher {
   /** One call's metrics and its `request` log line. */
   private record(context: CallContext, route: string, component: ComponentName | undefined, status: number, code: string, serverError: boolean, clientError: boolean): void {
     const durationMs = performance.now() - context.startedAt;
-    this.deps.metrics.observe({ route, protocol: context.protocol, code, serverError, clientError, durationMs, component, diagnostic: isDiagnostic(route) });
+    const inStatusReport = serverError || (context.admitted === true && !isDiagnostic(route) && !STATUS_ROUTES.has(route));
+    this.deps.metrics.observe({ route, protocol: context.protocol, code, serverError, clientError, durationMs, component, inStatusReport });
     this.deps.logger.log(serverError ? "error" : "info", "request", {
       requestId: context.requestId,
       route,
@@ -658,6 +659,9 @@ const DIAGNOSTIC_PATHS: ReadonlySet<string> = new Set(["/api/health", "/api/heal
 function isDiagnostic(route: string): boolean {
   return DIAGNOSTIC_PATHS.has(route) || route.startsWith("/grpc.health.v1.Health/") || route.startsWith("/grpc.reflection.");
 }
+
+/** The status report's own routes: monitors poll it, and its polls must not make up its uptime. */
+const STATUS_ROUTES: ReadonlySet<string> = new Set(["GET /api/v1/status", "/fraud.v1.StatusService/GetStatus"]);
 
 /** HTTP/1.1 requests one connection may have waiting for their answers; past it the connection closes. */
 const MAX_PIPELINED_REQUESTS = 32;
