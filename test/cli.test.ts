@@ -43,6 +43,10 @@ describe("first run", () => {
     expect(output).toContain(`secret …${demo.test.secret.slice(-4)}`);
     expect(output).toContain(`require('${keysFile}').test.secret`);
     expect(output).toContain(`curl -s http://localhost:${server.port}/api/v1/decide`);
+    // That banner is for the person at the terminal, on stderr: standard output is JSON log lines alone.
+    const lines = server.stdout().split("\n").filter((line) => line !== "");
+    expect(lines.length).toBeGreaterThan(0);
+    for (const line of lines) expect(() => JSON.parse(line) as unknown, line).not.toThrow();
   });
 });
 

@@ -680,7 +680,8 @@ async function serve(io: CliIo, env: NodeJS.ProcessEnv): Promise<number> {
       lines.push(`  fraudctl keys create --account ${demo.account.id} --env test --type secret`);
     }
     lines.push("  Its live keys are in no file; to get one:", `  fraudctl keys create --account ${demo.account.id} --env live --type secret`, "");
-    io.out(`${lines.join("\n")}\n`);
+    // On stderr, for the person who started it: standard output carries the JSON log lines alone, one per line.
+    io.err(`${lines.join("\n")}\n`);
   }
   app.logger.log("info", "listening", { host: address.address, port: address.port, dataDir: config.dataDir });
   await new Promise<void>((resolve) => {

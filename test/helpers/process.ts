@@ -51,6 +51,8 @@ export interface ServerProcess {
   port: number;
   /** Everything printed so far. */
   output(): string;
+  /** What was printed on standard output alone. */
+  stdout(): string;
   exited: Promise<number | null>;
 }
 
@@ -66,12 +68,14 @@ export function startServerProcess(env: NodeJS.ProcessEnv, options: { npmStart?:
       stdio: ["ignore", "pipe", "pipe"],
     });
     let output = "";
+    let stdout = "";
     const exited = new Promise<number | null>((done) => child.on("exit", (code) => done(code)));
-    const server: ServerProcess = { child, url: "", port: 0, output: () => output, exited };
+    const server: ServerProcess = { child, url: "", port: 0, output: () => output, stdout: () => stdout, exited };
     runningServers.add(server);
     void exited.then(() => runningServers.delete(server));
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
+      stdout += chunk.toString();
       const match = /"msg":"listening".*?"port":(\d+)/.exec(output);
       if (match) {
         server.port = Number(match[1]);
