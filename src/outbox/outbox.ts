@@ -400,15 +400,15 @@ export class Outbox {
   }
 
   /**
-   * Stops polling and finishes the tasks that are due now (SIGTERM flush), for
-   * at most `graceMs`: a retry that falls due meanwhile waits for the next
-   * start, and so does whatever is still running when the time is up (its row
-   * is still pending; at least once, like any task cut short).
+   * Stops polling and runs the tasks that are due, and those that fall due meanwhile (SIGTERM flush), for at
+   * most `graceMs`: the deliveries a decision's events fan out into while it runs are due at once, and go
+   * before the process ends rather than after its next start. Whatever is still running when the time is up
+   * waits for the next start (its row is still pending; at least once, like any task cut short).
    */
   async stop(graceMs = Number.POSITIVE_INFINITY): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
-    const drained = this.drain(this.clock.now());
+    const drained = this.drain();
     if (!Number.isFinite(graceMs)) return drained;
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), graceMs)));

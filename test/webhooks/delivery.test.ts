@@ -491,3 +491,33 @@ describe("HTTP delivery", () => {
     expect((await api(keys.test.secret, "GET", "/api/v1/dead-letters")).json.data.count).toBe(0);
   });
 });
+
+describe("webhook deliveries at shutdown", () => {
+  it("delivers, within the grace period, what the decisions answered just before fan out into", async () => {
+    const stopping = await startTestServer({ env: { FRAUD_WEBHOOK_ALLOW_PRIVATE: "true" } });
+    const own = await startReceiver();
+    try {
+      // The background runner is held, so that the shutdown's flush has all of it to do: the decision's event
+      // task, then the delivery it fans out into, due after the flush began.
+      await stopping.app.outbox.stop();
+      const { keys } = stopping.createAccount();
+      const created = await fetch(`${stopping.url}/api/v1/webhooks/endpoints`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": keys.test.secret },
+        body: JSON.stringify({ url: own.url, events: ["decision.allow"] }),
+      });
+      expect(created.status).toBe(201);
+      const decided = await fetch(`${stopping.url}/api/v1/decide`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": keys.test.secret },
+        body: JSON.stringify({ userId: "leaving", action: "login", ip: UK_IP, ...HUMAN_DESKTOP }),
+      });
+      expect(((await decided.json()) as { data: { decision: string } }).data.decision).toBe("allow");
+      expect(own.requests).toEqual([]);
+    } finally {
+      await stopping.close();
+      await own.close();
+    }
+    expect(own.requests.map((request) => (JSON.parse(request.body) as { type: string }).type)).toEqual(["decision.allow"]);
+  });
+});
