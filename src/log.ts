@@ -52,3 +52,32 @@ export function keyHint(key: string): string {
 
 /** A logger that drops everything (benchmarks). */
 export const silentLogger: Logger = { log() {} };
+
+/**
+ * A failure that repeats while its cause lasts (a full disk: a checkpoint every 200 ms, an outcome every
+ * 500 ms): its first occurrence is logged, then at most one line every `everyMs`, saying how many it stands
+ * for (`repeated`), so that the log neither floods a disk that is already full nor hides that it goes on.
+ */
+export class RepeatedFailureLog {
+  private lastLoggedAt = Number.NEGATIVE_INFINITY;
+  private unlogged = 0;
+
+  constructor(
+    private readonly logger: Logger,
+    private readonly level: LogLevel,
+    private readonly message: string,
+    private readonly everyMs = 60_000,
+    private readonly now: () => number = () => performance.now(),
+  ) {}
+
+  failed(fields: LogFields): void {
+    const at = this.now();
+    if (at - this.lastLoggedAt < this.everyMs) {
+      this.unlogged++;
+      return;
+    }
+    this.logger.log(this.level, this.message, this.unlogged > 0 ? { ...fields, repeated: this.unlogged + 1 } : fields);
+    this.lastLoggedAt = at;
+    this.unlogged = 0;
+  }
+}

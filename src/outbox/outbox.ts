@@ -1,5 +1,5 @@
 import type { Clock } from "../clock.js";
-import type { Logger } from "../log.js";
+import { RepeatedFailureLog, type Logger } from "../log.js";
 import type { Db } from "../store/database.js";
 import { PRUNE_STEP_ROWS, pruneInSteps } from "../store/prune-steps.js";
 import type { Tenant } from "../store/tenant.js";
@@ -266,12 +266,15 @@ export class Outbox {
   /** When the background runner last looked past full places' rows (performance.now()). */
   private lastLookPastFull = Number.NEGATIVE_INFINITY;
   private finished: Array<[OutboxRow, TaskOutcome]> = [];
+  /** Outcomes that could not be recorded (a full disk), retried every poll: logged as a failure that repeats. */
+  private readonly settleFailed: RepeatedFailureLog;
 
   constructor(
     db: Db,
     private readonly clock: Clock,
     private readonly logger: Logger,
   ) {
+    this.settleFailed = new RepeatedFailureLog(logger, "error", "could not record background task outcomes; trying again");
     this.table = new OutboxTable(db);
     this.dueStmt = db.prepare<[{ dueBy: number; full: string; limit: number }], { id: number; account_id: string | null; environment: string | null; lane: string }>(DUE_TASKS_SQL);
     this.rowStmt = db.prepare<[number], OutboxRow>("SELECT * FROM outbox WHERE id = ? AND status = 'pending'");
@@ -528,7 +531,7 @@ export class Outbox {
     } catch (error) {
       // The outcomes are kept and recorded at the next poll. The tasks stay in flight meanwhile, so none of them
       // runs again (a webhook POSTed again, an event fanned out again) only because its outcome was not recorded.
-      this.logger.log("error", "could not record background task outcomes; trying again", { error: String(error) });
+      this.settleFailed.failed({ error: String(error) });
       this.finished = [...batch, ...this.finished];
       setTimeout(() => this.settleFinished(), POLL_MS).unref();
       return;

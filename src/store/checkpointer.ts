@@ -1,7 +1,7 @@
 import path from "node:path";
 import { inspect } from "node:util";
 import { Worker } from "node:worker_threads";
-import type { Logger } from "../log.js";
+import { RepeatedFailureLog, type Logger } from "../log.js";
 import { DATABASE_FILE, type Db } from "./database.js";
 
 export interface CheckpointerOptions {
@@ -44,8 +44,9 @@ export class Checkpointer {
       // It allocates almost nothing: a minimal heap.
       resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 16 },
     });
+    const checkpointFailed = new RepeatedFailureLog(logger, "warn", "WAL checkpoint failed");
     this.worker.on("message", (message: { error?: string; warning?: string; frames?: number }) => {
-      if (message.error) logger.log("warn", "WAL checkpoint failed", { error: message.error });
+      if (message.error) checkpointFailed.failed({ error: message.error });
       if (message.warning) logger.log("warn", message.warning, { walFrames: message.frames });
     });
     // Without this listener a failing thread would take the process down. Without checkpoints the WAL only
