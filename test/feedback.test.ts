@@ -348,6 +348,29 @@ describe("POST /api/v1/feedback", () => {
     expect(stored.n).toBe(0);
   });
 
+  it("refuses feedback on a decision row whose reasons, request or confidence were changed, its evidence intact", async () => {
+    const key = acme.keys.test.secret;
+    const edits: Array<[string, string, string]> = [
+      // The reasons are in both: the signed entry, checked first, catches them.
+      ["reasons", "UPDATE decisions SET record = json_set(record, '$.reasons', json('[\"LOW_RISK\"]')) WHERE id = ?", "the decision record disagrees with its signed audit entry on reasons"],
+      ["request", "UPDATE decisions SET record = json_set(record, '$.request.ip', '9.9.9.9') WHERE id = ?", "the decision record disagrees with its evidence"],
+      // No evidence holds the confidence: the decision's signed audit entry does.
+      ["confidence", "UPDATE decisions SET confidence = 0.99 WHERE id = ?", "the decision record disagrees with its signed audit entry on confidence"],
+    ];
+    for (const [field, edit, problem] of edits) {
+      const made = await decide(key, { ...fraudPattern(95), userId: `edited_${field}` });
+      await server.app.settled();
+      server.app.db.prepare(edit).run(made.decisionId);
+      const refused = await feedback(key, { decisionId: made.decisionId, actualOutcome: "fraud" });
+      expect(refused.status, field).toBe(409);
+      expect(refused.body.error, field).toMatchObject({ code: "EVIDENCE_TAMPERED", message: expect.stringContaining(problem) });
+    }
+    // An untouched one is taken.
+    const intact = await decide(key, { ...fraudPattern(95), userId: "edited_none" });
+    await server.app.settled();
+    expect((await feedback(key, { decisionId: intact.decisionId, actualOutcome: "fraud" })).status).toBe(200);
+  });
+
   it("refuses evidence rewritten together with its hash: the decision's signed audit entry recorded the original", async () => {
     const key = acme.keys.test.secret;
     const made = await decide(key, { ...fraudPattern(90), userId: "rewritten" });

@@ -4,13 +4,13 @@ import { apiError } from "../api/errors.js";
 import type { AuditActor } from "../audit/entry.js";
 import type { AuditTrail } from "../audit/log.js";
 import { authenticBody } from "../audit/verify.js";
-import { sha256Hex } from "../canonical-json.js";
+import { canonicalJson, sha256Hex } from "../canonical-json.js";
 import type { Clock } from "../clock.js";
 import { indicatorsOf } from "../consortium/indicators.js";
 import { crossedEnvironment } from "../consortium/membership.js";
 import { queueIndicators } from "../consortium/sharing.js";
 import { followUpStateOf } from "../decisions/follow-up.js";
-import type { DecisionDetails, StoredRequest } from "../decisions/record.js";
+import { decisionSummary, type DecisionDetails, type StoredRequest } from "../decisions/record.js";
 import { DEFAULT_WEIGHTS, categoriesJudged, paymentOf, publicIpText, scoreSignals, userLocationCountry, type Signals } from "../engine/index.js";
 import type { EventPublisher } from "../events/publisher.js";
 import { entitiesOfRequest, entityKeys, entityValueOfKind } from "../graph/entities.js";
@@ -89,6 +89,7 @@ interface VerifiedEvidence {
   signals: Signals;
   score: number;
   decision: string;
+  reasons: JsonValue;
 }
 
 /** What one attempt's transaction committed. */
@@ -288,7 +289,15 @@ export class FeedbackProcessor {
     else if ((problem = this.anchorProblem(tenant, decision, stored.integrityHash, waitedForEntry)) === undefined) {
       evidence = JSON.parse(stored.content) as VerifiedEvidence;
       const user = (evidence.request as StoredRequest | null)?.userId ?? "";
-      if (evidence.decisionId !== decision.id || evidence.score !== decision.score || evidence.decision !== decision.decision || user !== decision.userId) {
+      if (
+        evidence.decisionId !== decision.id ||
+        evidence.score !== decision.score ||
+        evidence.decision !== decision.decision ||
+        user !== decision.userId ||
+        // What the record shows of the request and the reasons is what the evidence holds, as it was evaluated.
+        canonicalJson(evidence.request) !== canonicalJson(decision.details.request) ||
+        canonicalJson(evidence.reasons) !== canonicalJson(decision.details.reasons)
+      ) {
         problem = "the decision record disagrees with its evidence";
       }
     }
@@ -330,10 +339,14 @@ export class FeedbackProcessor {
     if (!body) return "the decision's audit entry is not authentic (its content, hash or signature was altered)";
     // A decision moved into another tenant's rows still has its own tenant's signed entry.
     if (body.accountId !== tenant.accountId || body.environment !== tenant.environment) return "the decision's signed audit entry belongs to another account or environment";
-    const data = body.data as { evidenceIntegrityHash?: unknown } | null;
+    const data = typeof body.data === "object" && body.data !== null && !Array.isArray(body.data) ? (body.data as Record<string, unknown>) : {};
     // Entries written before the hash was recorded in them vouch for nothing more than the row's own hash.
-    const recorded = typeof data === "object" && data !== null ? data.evidenceIntegrityHash : undefined;
+    const recorded = data.evidenceIntegrityHash;
     if (recorded !== undefined && recorded !== integrityHash) return "the evidence is not the one the decision's signed audit entry recorded";
+    // The entry signed the decision's summary too: the row's confidence, which no evidence holds, among it.
+    for (const [field, value] of Object.entries(decisionSummary(decision))) {
+      if (field in data && canonicalJson(data[field]) !== canonicalJson(value)) return `the decision record disagrees with its signed audit entry on ${field}`;
+    }
     return undefined;
   }
 
