@@ -232,6 +232,11 @@ describe("POST /api/v1/decide", () => {
     expect(accepted.status).toBe(200);
     expect((await decide(acme.keys.test.secret, body, { "idempotency-key": longest })).body.data).toEqual(accepted.body.data);
     expect(count()).toBe(1);
+    // Characters, not bytes: 255 emoji (1,020 bytes of UTF-8, which a header carries as they are) are a key, 256 are not.
+    const asSent = (text: string) => Buffer.from(text).toString("latin1");
+    const emoji = await decide(acme.keys.test.secret, { ...body, userId: "idem_emoji_user" }, { "idempotency-key": asSent("😀".repeat(255)) });
+    expect(emoji.status).toBe(200);
+    expect((await decide(acme.keys.test.secret, { ...body, userId: "idem_emoji_user" }, { "idempotency-key": asSent("😀".repeat(256)) })).status).toBe(400);
   });
 
   it("answers concurrent decides each from its own input (the engine evaluates them in batches, over two threads)", async () => {

@@ -11,6 +11,7 @@ import {
   type DecisionService,
 } from "../../gen/fraud/v1/decision_pb.js";
 import { callContext } from "../api/context.js";
+import { codePoints } from "../code-points.js";
 import { caseForDecision } from "../cases/case-service.js";
 import { callerScope } from "./scope.js";
 import { apiError } from "../api/errors.js";
@@ -109,6 +110,14 @@ const VISITOR_ID = /^vis_[0-9a-f]{24}$/;
 const ANALYZE_STATE_TTL_MS = 24 * 60 * 60 * 1000;
 const IDEMPOTENCY_KEY_MAX = 255;
 
+/**
+ * An Idempotency-Key's length in characters. Node reads a header's bytes as latin1, one character per byte:
+ * a key the client wrote in UTF-8 (`ключ`, an emoji) is counted as the characters those bytes spell.
+ */
+function idempotencyKeyLength(header: string): number {
+  return /[^\x00-\x7f]/.test(header) ? codePoints(Buffer.from(header, "latin1").toString("utf8")) : header.length;
+}
+
 export interface DecisionServiceDeps {
   clock: Clock;
   logger: Logger;
@@ -190,7 +199,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
 
       const header = ctx.requestHeader.get("idempotency-key")?.trim();
       let requestHash = "";
-      if (header !== undefined && (header === "" || header.length > IDEMPOTENCY_KEY_MAX)) {
+      if (header !== undefined && (header === "" || idempotencyKeyLength(header) > IDEMPOTENCY_KEY_MAX)) {
         throw apiError("VALIDATION_ERROR", `Idempotency-Key must be 1 to ${IDEMPOTENCY_KEY_MAX} characters`, {
           fieldViolations: [{ field: "Idempotency-Key", description: `must be 1 to ${IDEMPOTENCY_KEY_MAX} characters` }],
         });
