@@ -10,7 +10,7 @@ import { startTestServer, type TestServer } from "./helpers/server.js";
 
 /** The consortium-wide secret every member configures. */
 const CONSORTIUM_KEY = "ck_7rVq2mXb9LwP4sTz8NcY3dKf6HgJ1aEu";
-const config = { engineThreads: 1, comprehensiveBudgetMs: 5_000 };
+const config = { engineThreads: 1 };
 
 let hub: TestServer;
 let member: TestServer;

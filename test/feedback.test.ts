@@ -26,7 +26,7 @@ beforeAll(async () => {
   // A generous budget: these tests read the comprehensive path's graph signal, never the fast fallback.
   const datacenterRangesPath = path.join(tempDir("datacenters-"), "datacenters.txt");
   fs.writeFileSync(datacenterRangesPath, `# AWS us-east-1\n3.80.0.0/12\n`);
-  server = await startTestServer({ clock, config: { engineThreads: 1, comprehensiveBudgetMs: 5_000, datacenterRangesPath } });
+  server = await startTestServer({ clock, config: { engineThreads: 1, datacenterRangesPath } });
   acme = server.createAccount("Acme");
   globex = server.createAccount("Globex");
   server.app.events.addSink({

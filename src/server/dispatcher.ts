@@ -7,7 +7,10 @@ import { Code, ConnectError, createContextValues, type ConnectRouter } from "@co
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import { getOption } from "@bufbuild/protobuf";
 import { DecisionService } from "../../gen/fraud/v1/decision_pb.js";
+import { http as httpRule } from "../../gen/fraud/v1/options_pb.js";
+import { StatusService } from "../../gen/fraud/v1/status_pb.js";
 import { withCallContext, type CallContext, type Protocol } from "../api/context.js";
 import { contractOf, type MethodContract } from "../api/contract.js";
 import { CLIENT_CLOSED_REQUEST, ERROR_CODE_HEADER, apiError, describeError, internalError, withServiceCode } from "../api/errors.js";
@@ -660,8 +663,15 @@ function isDiagnostic(route: string): boolean {
   return DIAGNOSTIC_PATHS.has(route) || route.startsWith("/grpc.health.v1.Health/") || route.startsWith("/grpc.reflection.");
 }
 
-/** The status report's own routes: monitors poll it, and its polls must not make up its uptime. */
-const STATUS_ROUTES: ReadonlySet<string> = new Set(["GET /api/v1/status", "/fraud.v1.StatusService/GetStatus"]);
+/**
+ * The status report's own routes, REST and RPC, as calls are labelled (read from the contract): monitors poll
+ * it, and its polls must not make up its uptime.
+ */
+const STATUS_ROUTES: ReadonlySet<string> = (() => {
+  const getStatus = StatusService.method.getStatus;
+  const rest = getOption(getStatus, httpRule);
+  return new Set([`${rest.method} ${rest.path}`, `/${StatusService.typeName}/${getStatus.name}`]);
+})();
 
 /** HTTP/1.1 requests one connection may have waiting for their answers; past it the connection closes. */
 const MAX_PIPELINED_REQUESTS = 32;

@@ -103,8 +103,10 @@ function onDenyList(policies: TenantPolicies, entities: DecisionEntities): boole
   });
 }
 
-/** A visitor id as analyze gives it: `vis_` and 24 hexadecimal digits of a keyed hash. */
-const VISITOR_ID = /^vis_[0-9a-f]{24}$/;
+/** Hexadecimal digits of the keyed hash in a visitor or device fingerprint id (`vis_`, `dfp_`). */
+const KEYED_ID_HEX_DIGITS = 24;
+/** A visitor id as analyze gives it. */
+const VISITOR_ID = new RegExp(`^vis_[0-9a-f]{${KEYED_ID_HEX_DIGITS}}$`);
 
 /** How long analyze keeps its per-visitor state. */
 const ANALYZE_STATE_TTL_MS = 24 * 60 * 60 * 1000;
@@ -134,10 +136,10 @@ export interface DecisionServiceDeps {
   inFlight: DecisionsInFlight;
 }
 
-/** The caller's tenant and key (from the shared scope), and what the transport knows of the call. */
+/** The caller's tenant and key (from the shared scope), and what the transport knows of the call (its context). */
 function callOf(ctx: HandlerContext) {
-  const { clientIp, requestId } = callContext(ctx.values);
-  return { ...callerScope(ctx.values), clientIp, requestId };
+  const context = callContext(ctx.values);
+  return { ...callerScope(ctx.values), clientIp: context.clientIp, requestId: context.requestId, context };
 }
 
 function engineInput(request: DecideRequest | AnalyzeRequest, ip: string): EngineInput {
@@ -185,13 +187,13 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       if (!key) throw new Error(`account ${accountId} has no hash key`);
       hashKeys.set(accountId, key);
     }
-    return createHmac("sha256", key).update(`${purpose}:${value}`).digest("hex").slice(0, 24);
+    return createHmac("sha256", key).update(`${purpose}:${value}`).digest("hex").slice(0, KEYED_ID_HEX_DIGITS);
   };
 
   return {
     async decide(request, ctx) {
       const started = performance.now();
-      const { tenant, actor, clientIp, requestId, keyKind } = callOf(ctx);
+      const { tenant, actor, clientIp, requestId, keyKind, context } = callOf(ctx);
       const now = deps.clock.now();
       const ip = request.ip || clientIp;
       // Messages are plain objects: the request with its resolved address is a shallow copy of it.
@@ -230,7 +232,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
       const denylisted = onDenyList(policies, entities);
       // Counted in flight until it is stored: the decides sent with it see it in their velocity and users.
       const decisionId = newId("dec");
-      callContext(ctx.values).decisionId = decisionId;
+      context.decisionId = decisionId;
       // The entities' keys in the store, once: the in-flight count, the engine's reads and the writer use them.
       const keys = entityKeysByKind(entities);
       const admitted = deps.inFlight.admit({ tenant, keys, userId: entities.userId, decisionId, idempotencyKey });
@@ -327,7 +329,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
 
     async analyze(request, ctx) {
       const started = performance.now();
-      const { tenant, clientIp } = callOf(ctx);
+      const { tenant, clientIp, context } = callOf(ctx);
       const now = deps.clock.now();
       const ip = request.ip || clientIp;
       const input = engineInput(request, ip);
@@ -358,7 +360,7 @@ export function createDecisionService(deps: DecisionServiceDeps): ServiceImpl<ty
         : `vis_${keyedId(tenant.accountId, `visitor:${tenant.environment}`, visitorKey(request.deviceId, request.device, fingerprint, ip))}`;
       const riskLevel = riskLevelFromScore(score);
       const decisionId = newId("dec");
-      callContext(ctx.values).decisionId = decisionId;
+      context.decisionId = decisionId;
       deps.analyzeState.put(tenant, `visitor:${visitorId}`, { lastDecisionId: decisionId, riskLevel, score, at: now }, now + ANALYZE_STATE_TTL_MS);
       return {
         decision,
